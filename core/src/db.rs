@@ -1,0 +1,139 @@
+//! `Database`: collections over a [`Store`], their catalog and vector caches.
+//!
+//! Collection configurations live in the store's catalog column family, so a
+//! reader always sees the configuration of its own snapshot (an index created
+//! after the snapshot was taken is invisible to it, as are its entries). The
+//! vector caches live beside the store and are updated in the instant a commit
+//! is published (see [`Store::apply`]).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
+use crate::store::{begin_write, Direction, KeyRange, Store};
+use crate::vectors::VectorSet;
+use crate::{Error, ReadTxn, Result, WriteTxn};
+
+/// A Slate database: named collections of BSON documents over one [`Store`].
+pub struct Database {
+    pub(crate) store: Arc<dyn Store>,
+    /// Vector caches per collection. Changed only under the store's write lock.
+    pub(crate) vectors: RwLock<BTreeMap<String, Arc<VectorSet>>>,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database").field("store", &self.store).finish()
+    }
+}
+
+impl Database {
+    /// Opens the database kept in `store`: reads the catalog and loads every
+    /// vector field's cache from its `v:` keys.
+    pub fn open(store: Arc<dyn Store>) -> Result<Self> {
+        if !store.list_cfs().iter().any(|c| c == CATALOG_CF) {
+            store.create_cf(CATALOG_CF)?;
+        }
+        let db = Self {
+            store,
+            vectors: RwLock::new(BTreeMap::new()),
+        };
+        let snap = db.store.snapshot();
+        let mut vectors = BTreeMap::new();
+        for entry in snap.range(CATALOG_CF, &KeyRange::all(), Direction::Forward)? {
+            let (name, bytes) = entry?;
+            let name = String::from_utf8_lossy(&name).into_owned();
+            let config = CollectionConfig::from_bytes(&name, &bytes)?;
+            let set = VectorSet::load(&config, snap.as_ref())?;
+            vectors.insert(name, Arc::new(set));
+        }
+        drop(snap);
+        *db.vectors.write().unwrap_or_else(|e| e.into_inner()) = vectors;
+        Ok(db)
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    /// Creates a collection; fails with `CollectionExists` if the name is taken.
+    pub fn create_collection(&self, config: CollectionConfig) -> Result<()> {
+        config.validate()?;
+        let cf = collection_cf(&config.name);
+        let mut txn = begin_write(self.store.as_ref())?;
+        if txn.get(CATALOG_CF, config.name.as_bytes())?.is_some() {
+            return Err(Error::CollectionExists { name: config.name });
+        }
+        // A column family left behind by a crash between the two steps below
+        // holds nothing reachable: start it afresh.
+        if self.store.list_cfs().contains(&cf) {
+            self.store.drop_cf(&cf)?;
+        }
+        self.store.create_cf(&cf)?;
+        let bytes =
+            bson::to_vec(&config.to_document()).map_err(|e| Error::Corrupt { what: e.to_string() })?;
+        txn.put(CATALOG_CF, config.name.as_bytes(), bytes)?;
+        let set = Arc::new(VectorSet::new(&config));
+        let name = config.name.clone();
+        txn.commit_with(|_| {
+            self.vectors
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.clone(), set.clone());
+        })?;
+        Ok(())
+    }
+
+    /// Drops a collection with all its documents, indexes and vectors.
+    pub fn drop_collection(&self, name: &str) -> Result<()> {
+        let mut txn = begin_write(self.store.as_ref())?;
+        if txn.get(CATALOG_CF, name.as_bytes())?.is_none() {
+            return Err(Error::UnknownCollection {
+                name: name.to_owned(),
+            });
+        }
+        txn.delete(CATALOG_CF, name.as_bytes())?;
+        txn.commit_with(|_| {
+            self.vectors
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(name);
+        })?;
+        self.store.drop_cf(&collection_cf(name))?;
+        Ok(())
+    }
+
+    /// The names of the collections, sorted.
+    pub fn list_collections(&self) -> Result<Vec<String>> {
+        let snap = self.store.snapshot();
+        let names = snap
+            .range(CATALOG_CF, &KeyRange::all(), Direction::Forward)?
+            .map(|e| e.map(|(k, _)| String::from_utf8_lossy(&k).into_owned()))
+            .collect();
+        names
+    }
+
+    /// The configuration of collection `name` as of now.
+    pub fn collection_config(&self, name: &str) -> Result<CollectionConfig> {
+        self.read().config(name)
+    }
+
+    /// A read transaction on a snapshot of the current state.
+    pub fn read(&self) -> ReadTxn<'_> {
+        ReadTxn::new(self)
+    }
+
+    /// The write transaction, waiting for the previous one to finish.
+    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        WriteTxn::new(self)
+    }
+
+    pub(crate) fn vector_set(&self, name: &str) -> Option<Arc<VectorSet>> {
+        self.vectors
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+}

@@ -1,0 +1,124 @@
+//! Index entries of a document, and an integrity check over a whole collection.
+
+use std::collections::BTreeSet;
+
+use bson::RawDocument;
+
+use crate::catalog::{collection_cf, CollectionConfig};
+use crate::keys;
+use crate::read::{all_keys, split_doc_key};
+use crate::store::Snapshot;
+use crate::value::{encode_value, index_values, lookup_path, FieldPath, LeafArrays, PathValue};
+use crate::{Error, Result};
+
+/// The index keys that document `doc` (with key parts `part`, `id`) has in the
+/// index on `field`: one per distinct value at the path (each array element;
+/// `null` where the field is missing).
+pub(crate) fn entries(part: &[u8], field: &str, id: &[u8], doc: &RawDocument) -> Result<BTreeSet<Vec<u8>>> {
+    let path = FieldPath::parse(field).map_err(|e| Error::InvalidConfig {
+        collection: String::new(),
+        reason: e.to_string(),
+    })?;
+    let mut out = BTreeSet::new();
+    let mut value = Vec::new();
+    for v in index_values(doc, &path) {
+        value.clear();
+        encode_value(v, &mut value);
+        out.insert(keys::index_key(part, field, &value, id));
+    }
+    Ok(out)
+}
+
+/// Whether `doc` holds an array on the way to, or at, `field`: then an index
+/// on `field` may hold several entries for it, and range bounds on the field
+/// must not be intersected into one scan.
+pub(crate) fn is_multikey(doc: &RawDocument, field: &str) -> bool {
+    let Ok(path) = FieldPath::parse(field) else {
+        return false;
+    };
+    let values = lookup_path(doc, &path, LeafArrays::Whole);
+    values.len() > 1
+        || values
+            .iter()
+            .any(|v| matches!(v, PathValue::Value(bson::RawBsonRef::Array(_))))
+}
+
+/// Checks that the collection's index and count keys agree with its documents:
+/// every document has exactly its index entries, every entry points at a
+/// document that has it, and each partition's count is its number of documents.
+/// Returns the problems found (empty when sound). For tests and `slate check`.
+pub fn check_integrity(snap: &dyn Snapshot, config: &CollectionConfig) -> Result<Vec<String>> {
+    let cf = collection_cf(&config.name);
+    let all = all_keys(snap, &cf)?;
+    let mut expected_index = BTreeSet::new();
+    let mut counts: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
+    let mut problems = Vec::new();
+    let mut actual_index = BTreeSet::new();
+    let mut stored_counts = std::collections::BTreeMap::new();
+    for (key, value) in &all {
+        if key.starts_with(b"m:") {
+            continue;
+        }
+        if let Ok((part, id)) = split_doc_key(config, key) {
+            let doc = RawDocument::from_bytes(value).map_err(|e| Error::Corrupt { what: e.to_string() })?;
+            for field in &config.indexes {
+                expected_index.extend(entries(part, field, id, doc)?);
+            }
+            *counts.entry(part.to_vec()).or_default() += 1;
+            continue;
+        }
+        // Not a document key: an index entry, a vector or a count.
+        let plen = if config.partition_key.is_some() {
+            crate::value::decode_value(key).map(|(_, n)| n).unwrap_or(0)
+        } else {
+            0
+        };
+        match key.get(plen..plen + 2) {
+            Some(b"i:") => {
+                actual_index.insert(key.clone());
+                let doc_key = keys::doc_key(&key[..plen], value);
+                if !key.ends_with(value) {
+                    problems.push(format!(
+                        "index entry {} does not end with its id",
+                        crate::KeyDisplay(key)
+                    ));
+                }
+                if all.binary_search_by(|(k, _)| k.as_slice().cmp(&doc_key)).is_err() {
+                    problems.push(format!("orphan index entry {}", crate::KeyDisplay(key)));
+                }
+            }
+            Some(b"n:") => {
+                stored_counts.insert(key[..plen].to_vec(), crate::read::read_count(Some(value))?);
+            }
+            Some(b"v:") => {}
+            _ => problems.push(format!("unexpected key {}", crate::KeyDisplay(key))),
+        }
+    }
+    for missing in expected_index.difference(&actual_index) {
+        problems.push(format!("missing index entry {}", crate::KeyDisplay(missing)));
+    }
+    for extra in actual_index.difference(&expected_index) {
+        problems.push(format!(
+            "index entry without a matching value {}",
+            crate::KeyDisplay(extra)
+        ));
+    }
+    for (part, n) in &counts {
+        let stored = stored_counts.get(part).copied().unwrap_or(0);
+        if stored != *n {
+            problems.push(format!(
+                "partition {} holds {n} documents, count says {stored}",
+                crate::KeyDisplay(part)
+            ));
+        }
+    }
+    for (part, stored) in &stored_counts {
+        if *stored != 0 && !counts.contains_key(part) {
+            problems.push(format!(
+                "partition {} is empty, count says {stored}",
+                crate::KeyDisplay(part)
+            ));
+        }
+    }
+    Ok(problems)
+}

@@ -1,0 +1,142 @@
+//! The key layout of a collection's column family (see `docs/format.md`).
+//!
+//! ```text
+//! {P}d:{id}                      -> raw BSON of the document, vectors stripped
+//! {P}i:{field}\0{value}{id}      -> {id}        one per indexed value
+//! {P}v:{field}\0{id}             -> dim x f32 little-endian
+//! {P}n:                          -> number of documents, u64 little-endian
+//! ```
+//! `{P}` is the encoded partition value in a partitioned collection and empty
+//! otherwise, so one partition's documents, index entries and vectors are each
+//! contiguous. `{id}` and `{value}` use the order-preserving, self-delimiting
+//! value encoding, so a prefix scan on `{P}i:{field}\0{value}` finds exactly the
+//! documents whose field equals `value`. Field names are BSON keys and cannot
+//! contain `\0`.
+
+use crate::store::KeyRange;
+
+const DOC: &[u8] = b"d:";
+const INDEX: &[u8] = b"i:";
+const VECTOR: &[u8] = b"v:";
+
+/// The key under which document `id` of partition `part` is stored.
+pub fn doc_key(part: &[u8], id: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(part.len() + DOC.len() + id.len());
+    k.extend_from_slice(part);
+    k.extend_from_slice(DOC);
+    k.extend_from_slice(id);
+    k
+}
+
+/// The prefix of every document key of partition `part`.
+pub fn doc_prefix(part: &[u8]) -> Vec<u8> {
+    doc_key(part, &[])
+}
+
+/// The encoded id (partition excluded) of a document key with prefix `doc_prefix(part)`.
+pub fn id_of_doc_key<'k>(part: &[u8], key: &'k [u8]) -> &'k [u8] {
+    &key[(part.len() + DOC.len()).min(key.len())..]
+}
+
+/// The key holding the number of documents of partition `part` (u64 little-endian).
+pub fn count_key(part: &[u8]) -> Vec<u8> {
+    let mut k = part.to_vec();
+    k.extend_from_slice(b"n:");
+    k
+}
+
+/// The key marking index `field` multikey (some document holds an array there).
+pub fn multikey_key(field: &str) -> Vec<u8> {
+    let mut k = b"m:".to_vec();
+    k.extend_from_slice(field.as_bytes());
+    k
+}
+
+/// The prefix of every entry of index `field` in partition `part`.
+pub fn index_prefix(part: &[u8], field: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(part.len() + INDEX.len() + field.len() + 1);
+    k.extend_from_slice(part);
+    k.extend_from_slice(INDEX);
+    k.extend_from_slice(field.as_bytes());
+    k.push(0);
+    k
+}
+
+/// The prefix of the entries of index `field` whose value encodes to `value`.
+pub fn index_value_prefix(part: &[u8], field: &str, value: &[u8]) -> Vec<u8> {
+    let mut k = index_prefix(part, field);
+    k.extend_from_slice(value);
+    k
+}
+
+/// The index entry of document `id` for encoded `value` of `field`.
+pub fn index_key(part: &[u8], field: &str, value: &[u8], id: &[u8]) -> Vec<u8> {
+    let mut k = index_value_prefix(part, field, value);
+    k.extend_from_slice(id);
+    k
+}
+
+/// The prefix of every vector of `field` in partition `part`.
+pub fn vector_prefix(part: &[u8], field: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(part.len() + VECTOR.len() + field.len() + 1);
+    k.extend_from_slice(part);
+    k.extend_from_slice(VECTOR);
+    k.extend_from_slice(field.as_bytes());
+    k.push(0);
+    k
+}
+
+/// The key of the vector of `field` of document `id`.
+pub fn vector_key(part: &[u8], field: &str, id: &[u8]) -> Vec<u8> {
+    let mut k = vector_prefix(part, field);
+    k.extend_from_slice(id);
+    k
+}
+
+/// Keys of index `field` in partition `part` for encoded values in `[lo, hi]`
+/// (`None`: unbounded), with inclusive or exclusive ends.
+pub fn index_value_range(
+    part: &[u8],
+    field: &str,
+    lo: Option<(&[u8], bool)>,
+    hi: Option<(&[u8], bool)>,
+) -> KeyRange {
+    let whole = KeyRange::prefix(&index_prefix(part, field));
+    let start = match lo {
+        None => whole.start,
+        Some((v, true)) => Some(index_value_prefix(part, field, v)),
+        Some((v, false)) => crate::store::prefix_end(&index_value_prefix(part, field, v)),
+    };
+    let end = match hi {
+        None => whole.end,
+        Some((v, true)) => crate::store::prefix_end(&index_value_prefix(part, field, v)),
+        Some((v, false)) => Some(index_value_prefix(part, field, v)),
+    };
+    KeyRange { start, end }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_partition_first() {
+        assert_eq!(doc_key(b"", b"\x10id"), b"d:\x10id");
+        assert_eq!(doc_key(b"P", b"x"), b"Pd:x");
+        assert_eq!(index_key(b"P", "a.b", b"V", b"I"), b"Pi:a.b\0VI");
+        assert_eq!(vector_key(b"", "emb", b"I"), b"v:emb\0I");
+        assert_eq!(id_of_doc_key(b"P", b"Pd:xyz"), b"xyz");
+    }
+
+    #[test]
+    fn value_ranges_respect_inclusivity() {
+        let r = index_value_range(b"", "f", Some((b"b", true)), Some((b"d", false)));
+        assert!(r.contains(&index_key(b"", "f", b"b", b"1")));
+        assert!(r.contains(&index_key(b"", "f", b"c", b"1")));
+        assert!(!r.contains(&index_key(b"", "f", b"d", b"1")));
+        let r = index_value_range(b"", "f", Some((b"b", false)), Some((b"d", true)));
+        assert!(!r.contains(&index_key(b"", "f", b"b", b"1")));
+        assert!(r.contains(&index_key(b"", "f", b"d", b"\xff")));
+        assert!(!r.contains(&index_key(b"", "g", b"c", b"1")));
+    }
+}

@@ -1,0 +1,36 @@
+//! slate-core: Slate's storage layer.
+//!
+//! - [`store`]: the [`Store`] trait with its two backends, [`MemoryStore`] and
+//!   [`RocksStore`], snapshots and the write transaction.
+//! - [`value`]: BSON ordering, the order-preserving key encoding, dot paths.
+//! - [`Database`]: collections of BSON documents with secondary indexes, vector
+//!   fields and partitions, read through [`ReadTxn`] and written through
+//!   [`WriteTxn`]. The byte layout is in `docs/format.md`.
+#![deny(unsafe_code)]
+
+mod catalog;
+mod db;
+mod error;
+mod index;
+pub mod keys;
+mod read;
+pub mod store;
+pub mod value;
+mod vectors;
+mod write;
+
+pub use catalog::{validate_collection_name, CollectionConfig, VectorField};
+pub use db::Database;
+pub use error::{Error, KeyDisplay, Result};
+pub use index::check_integrity;
+pub use read::{CollectionRead, Part, RawDoc, ReadTxn};
+pub use slate_vector::Metric;
+pub use store::{
+    begin_write, Batch, Direction, Entry, EntryIter, KeyRange, MemoryStore, Op, RocksStore,
+    RocksStoreBuilder, Snapshot, Store,
+};
+pub use vectors::{bson_to_vector, f32s_from_le, vector_to_bson, VectorView};
+pub use write::{WriteTxn, MAX_DOCUMENT_BYTES};
+
+/// The low-level store transaction (the database one is [`WriteTxn`]).
+pub type StoreTxn<'a> = store::WriteTxn<'a>;

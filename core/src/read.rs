@@ -1,0 +1,419 @@
+//! Reading collections on one snapshot: documents by id, scans, index scans.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use bson::{Bson, Document, RawDocument};
+
+use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
+use crate::keys;
+use crate::store::{Direction, KeyRange, Snapshot};
+use crate::vectors::{VectorSet, VectorView};
+use crate::{Database, Error, Result};
+
+/// The partition a read or write addresses: the encoded partition value, or
+/// empty in a collection that is not partitioned.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Part(pub(crate) Vec<u8>);
+
+impl Part {
+    /// The only partition of a collection that is not partitioned.
+    pub fn none() -> Self {
+        Self(Vec::new())
+    }
+
+    /// The partition whose partition-key value is `value`.
+    pub fn of(value: &Bson) -> Result<Self> {
+        Ok(Self(crate::value::encode_key_value(value).map_err(|e| {
+            Error::InvalidPartition {
+                reason: e.to_string(),
+            }
+        })?))
+    }
+
+    /// The encoded bytes (a key prefix).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// A read-only transaction: every read sees the same snapshot.
+pub struct ReadTxn<'db> {
+    db: &'db Database,
+    snap: Arc<dyn Snapshot + 'db>,
+}
+
+impl std::fmt::Debug for ReadTxn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadTxn")
+            .field("version", &self.snap.version())
+            .finish()
+    }
+}
+
+impl<'db> ReadTxn<'db> {
+    pub(crate) fn new(db: &'db Database) -> Self {
+        Self {
+            db,
+            snap: Arc::from(db.store.snapshot()),
+        }
+    }
+
+    /// The commit version this transaction reads at.
+    pub fn version(&self) -> u64 {
+        self.snap.version()
+    }
+
+    /// The snapshot underneath.
+    pub fn snapshot(&self) -> &dyn Snapshot {
+        self.snap.as_ref()
+    }
+
+    /// The configuration of collection `name` in this snapshot.
+    pub fn config(&self, name: &str) -> Result<CollectionConfig> {
+        read_config(self.snap.as_ref(), name)
+    }
+
+    /// A handle for reading collection `name`. It shares this transaction's
+    /// snapshot and may outlive the transaction value.
+    pub fn collection(&self, name: &str) -> Result<CollectionRead<'db>> {
+        let config = self.config(name)?;
+        Ok(CollectionRead::new(
+            SnapRef::Shared(self.snap.clone()),
+            config,
+            self.db.vector_set(name),
+        ))
+    }
+}
+
+pub(crate) fn read_config(snap: &dyn Snapshot, name: &str) -> Result<CollectionConfig> {
+    match snap.get(CATALOG_CF, name.as_bytes())? {
+        Some(bytes) => CollectionConfig::from_bytes(name, &bytes),
+        None => Err(Error::UnknownCollection {
+            name: name.to_owned(),
+        }),
+    }
+}
+
+/// A document read from a collection: its key and raw BSON bytes (borrowed from
+/// the snapshot where the backend lends them).
+#[derive(Debug, Clone)]
+pub struct RawDoc<'a> {
+    /// The document's key: `{partition}d:{encoded id}`. Unique in the collection.
+    pub key: Cow<'a, [u8]>,
+    /// The stored BSON bytes (vector fields stripped).
+    pub bytes: Cow<'a, [u8]>,
+}
+
+impl RawDoc<'_> {
+    /// A borrowed view of the document.
+    pub fn raw(&self) -> Result<&RawDocument> {
+        RawDocument::from_bytes(&self.bytes).map_err(|e| Error::Corrupt {
+            what: format!("document {}: {e}", crate::KeyDisplay(&self.key)),
+        })
+    }
+}
+
+/// A snapshot held by a [`CollectionRead`]: borrowed (inside a write
+/// transaction) or shared (from a [`ReadTxn`]).
+#[derive(Clone)]
+pub(crate) enum SnapRef<'t> {
+    Borrowed(&'t dyn Snapshot),
+    Shared(Arc<dyn Snapshot + 't>),
+}
+
+impl<'t> std::ops::Deref for SnapRef<'t> {
+    type Target = dyn Snapshot + 't;
+    fn deref(&self) -> &Self::Target {
+        match self {
+            SnapRef::Borrowed(s) => *s,
+            SnapRef::Shared(s) => s.as_ref(),
+        }
+    }
+}
+
+/// Reads of one collection on one snapshot.
+#[derive(Clone)]
+pub struct CollectionRead<'t> {
+    snap: SnapRef<'t>,
+    cf: String,
+    config: CollectionConfig,
+    vectors: Option<Arc<VectorSet>>,
+}
+
+impl std::fmt::Debug for CollectionRead<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CollectionRead")
+            .field("collection", &self.config.name)
+            .finish()
+    }
+}
+
+impl<'t> CollectionRead<'t> {
+    pub(crate) fn new(snap: SnapRef<'t>, config: CollectionConfig, vectors: Option<Arc<VectorSet>>) -> Self {
+        Self {
+            snap,
+            cf: collection_cf(&config.name),
+            config,
+            vectors,
+        }
+    }
+
+    /// The document as stored plus every vector it has: what `get` returns.
+    pub fn materialize_full(&self, doc: &RawDoc<'_>) -> Result<Document> {
+        let mut out = Document::try_from(doc.raw()?).map_err(|e| Error::Corrupt { what: e.to_string() })?;
+        for vf in &self.config.vectors {
+            if let Some(v) = self.vector_of(&vf.field, &doc.key)? {
+                crate::vectors::set_path(&mut out, &vf.field, crate::vectors::vector_to_bson(&v));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The document's stored fields (`None`), or only `_id` and the fields on
+    /// the given dot paths; a vector field named there is attached from its
+    /// vector key. The single point where raw bytes become a `Document`.
+    pub fn materialize(&self, doc: &RawDoc<'_>, projection: Option<&[String]>) -> Result<Document> {
+        let raw = doc.raw()?;
+        let Some(fields) = projection else {
+            return Document::try_from(raw).map_err(|e| Error::Corrupt { what: e.to_string() });
+        };
+        let corrupt = |e: bson::raw::Error| Error::Corrupt { what: e.to_string() };
+        let mut out = Document::new();
+        if let Some(id) = raw.get("_id").map_err(corrupt)? {
+            out.insert(
+                "_id",
+                Bson::try_from(id.to_raw_bson()).map_err(|e| Error::Corrupt { what: e.to_string() })?,
+            );
+        }
+        for field in fields {
+            if field == "_id" {
+                continue;
+            }
+            if self.config.vector_field(field).is_some() {
+                if let Some(v) = self.vector_of(field, &doc.key)? {
+                    crate::vectors::set_path(&mut out, field, crate::vectors::vector_to_bson(&v));
+                }
+                continue;
+            }
+            if let Some(value) = raw_path(raw, field) {
+                let value = Bson::try_from(value.to_raw_bson())
+                    .map_err(|e| Error::Corrupt { what: e.to_string() })?;
+                crate::vectors::set_path(&mut out, field, value);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The collection's configuration in this snapshot.
+    pub fn config(&self) -> &CollectionConfig {
+        &self.config
+    }
+
+    /// The snapshot version.
+    pub fn version(&self) -> u64 {
+        self.snap.version()
+    }
+
+    /// The partition for `value`; an error in a collection that is not
+    /// partitioned when a value is given, and in one that is when none is.
+    pub fn part(&self, value: Option<&Bson>) -> Result<Part> {
+        match (&self.config.partition_key, value) {
+            (None, None) => Ok(Part::none()),
+            (Some(_), Some(v)) => Part::of(v),
+            (None, Some(_)) => Err(Error::InvalidPartition {
+                reason: format!("collection {:?} is not partitioned", self.config.name),
+            }),
+            (Some(key), None) => Err(Error::InvalidPartition {
+                reason: format!(
+                    "collection {:?} is partitioned by {key:?}: name a partition",
+                    self.config.name
+                ),
+            }),
+        }
+    }
+
+    /// The document with encoded id `id` in partition `part`.
+    pub fn get(&self, part: &Part, id: &[u8]) -> Result<Option<RawDoc<'_>>> {
+        let key = keys::doc_key(&part.0, id);
+        Ok(self.snap.get(&self.cf, &key)?.map(|bytes| RawDoc {
+            key: Cow::Owned(key),
+            bytes,
+        }))
+    }
+
+    /// The document with `_id` `id` in partition `part`.
+    pub fn get_by_id(&self, part: &Part, id: &Bson) -> Result<Option<RawDoc<'_>>> {
+        let id = crate::value::encode_id(id).map_err(|e| Error::InvalidId {
+            collection: self.config.name.clone(),
+            reason: e.to_string(),
+        })?;
+        self.get(part, &id)
+    }
+
+    /// Documents by key (as found in [`RawDoc::key`] or an index entry), in the
+    /// order given; `None` for a key with no document.
+    pub fn get_keys(&self, keys: &[&[u8]]) -> Result<Vec<Option<RawDoc<'_>>>> {
+        let values = self.snap.multi_get(&self.cf, keys)?;
+        Ok(keys
+            .iter()
+            .zip(values)
+            .map(|(k, v)| {
+                v.map(|bytes| RawDoc {
+                    key: Cow::Owned(k.to_vec()),
+                    bytes,
+                })
+            })
+            .collect())
+    }
+
+    /// Every document of partition `part`, in id order.
+    pub fn scan(&self, part: &Part) -> Result<impl Iterator<Item = Result<RawDoc<'_>>> + '_> {
+        self.scan_from(part, None)
+    }
+
+    /// Documents of partition `part` from document key `from` on (inclusive).
+    pub fn scan_from(
+        &self,
+        part: &Part,
+        from: Option<&[u8]>,
+    ) -> Result<impl Iterator<Item = Result<RawDoc<'_>>> + '_> {
+        let mut range = KeyRange::prefix(&keys::doc_prefix(&part.0));
+        if let Some(from) = from {
+            range.start = Some(from.to_vec());
+        }
+        let iter = self.snap.range(&self.cf, &range, Direction::Forward)?;
+        Ok(iter.map(|e| e.map(|(key, bytes)| RawDoc { key, bytes })))
+    }
+
+    /// Document keys from index `field` whose values lie in the encoded range
+    /// `lo..hi` (see [`keys::index_value_range`]), in index order. Duplicates are
+    /// possible when a document has several matching array elements.
+    pub fn index_scan(
+        &self,
+        part: &Part,
+        field: &str,
+        lo: Option<(&[u8], bool)>,
+        hi: Option<(&[u8], bool)>,
+    ) -> Result<impl Iterator<Item = Result<Vec<u8>>> + '_> {
+        self.check_index(field)?;
+        let range = keys::index_value_range(&part.0, field, lo, hi);
+        let part = part.0.clone();
+        let iter = self.snap.range(&self.cf, &range, Direction::Forward)?;
+        Ok(iter.map(move |e| e.map(|(_, id)| keys::doc_key(&part, &id))))
+    }
+
+    /// How many index entries of `field` lie in the range, counting at most
+    /// `cap` (returns `cap` when there are more).
+    pub fn index_count(
+        &self,
+        part: &Part,
+        field: &str,
+        lo: Option<(&[u8], bool)>,
+        hi: Option<(&[u8], bool)>,
+        cap: usize,
+    ) -> Result<usize> {
+        self.check_index(field)?;
+        let range = keys::index_value_range(&part.0, field, lo, hi);
+        let mut n = 0;
+        for e in self.snap.range(&self.cf, &range, Direction::Forward)?.take(cap) {
+            e?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn check_index(&self, field: &str) -> Result<()> {
+        if self.config.indexes.iter().any(|f| f == field) {
+            Ok(())
+        } else {
+            Err(Error::UnknownIndex {
+                collection: self.config.name.clone(),
+                field: field.to_owned(),
+            })
+        }
+    }
+
+    /// Whether some document ever held an array at indexed `field` (so the
+    /// index may hold several entries per document).
+    pub fn is_multikey(&self, field: &str) -> Result<bool> {
+        Ok(self.snap.get(&self.cf, &keys::multikey_key(field))?.is_some())
+    }
+
+    /// The number of documents in partition `part`.
+    pub fn count(&self, part: &Part) -> Result<u64> {
+        read_count(self.snap.get(&self.cf, &keys::count_key(&part.0))?.as_deref())
+    }
+
+    /// The cache of vector field `field` as of this snapshot.
+    pub fn vectors(&self, field: &str) -> Result<VectorView> {
+        let unknown = || Error::UnknownVectorField {
+            collection: self.config.name.clone(),
+            field: field.to_owned(),
+        };
+        self.config.vector_field(field).ok_or_else(unknown)?;
+        let set = self.vectors.as_ref().ok_or_else(unknown)?;
+        set.view(field, self.snap.version()).ok_or_else(unknown)
+    }
+
+    /// Bytes held by this collection's vector caches (all fields).
+    pub fn vector_memory_bytes(&self) -> usize {
+        self.vectors.as_ref().map_or(0, |v| v.memory_bytes())
+    }
+
+    /// The stored vector of `field` for the document with key `doc_key`.
+    pub fn vector_of(&self, field: &str, doc_key: &[u8]) -> Result<Option<Vec<f32>>> {
+        let (part, id) = split_doc_key(&self.config, doc_key)?;
+        let bytes = self.snap.get(&self.cf, &keys::vector_key(part, field, id))?;
+        Ok(bytes.map(|b| crate::vectors::f32s_from_le(&b)))
+    }
+}
+
+/// The value at dot path `path` through nested documents (no array expansion).
+fn raw_path<'a>(doc: &'a RawDocument, path: &str) -> Option<bson::RawBsonRef<'a>> {
+    let mut cur = doc;
+    let mut parts = path.split('.').peekable();
+    while let Some(p) = parts.next() {
+        let v = cur.get(p).ok().flatten()?;
+        if parts.peek().is_none() {
+            return Some(v);
+        }
+        cur = v.as_document()?;
+    }
+    None
+}
+
+pub(crate) fn read_count(bytes: Option<&[u8]>) -> Result<u64> {
+    match bytes {
+        None => Ok(0),
+        Some(b) => Ok(u64::from_le_bytes(b.try_into().map_err(|_| Error::Corrupt {
+            what: "document count".into(),
+        })?)),
+    }
+}
+
+/// Splits a document key into its partition prefix and encoded id.
+pub(crate) fn split_doc_key<'k>(config: &CollectionConfig, key: &'k [u8]) -> Result<(&'k [u8], &'k [u8])> {
+    let plen = if config.partition_key.is_some() {
+        crate::value::decode_value(key)
+            .map_err(|e| Error::Corrupt {
+                what: format!("document key {}: {e}", crate::KeyDisplay(key)),
+            })?
+            .1
+    } else {
+        0
+    };
+    if key.len() < plen + 2 || &key[plen..plen + 2] != b"d:" {
+        return Err(Error::Corrupt {
+            what: format!("document key {}", crate::KeyDisplay(key)),
+        });
+    }
+    Ok((&key[..plen], &key[plen + 2..]))
+}
+
+/// A scan over every key range of one kind is handy for integrity checks.
+pub(crate) fn all_keys(snap: &dyn Snapshot, cf: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    snap.range(cf, &KeyRange::all(), Direction::Forward)?
+        .map(|e| e.map(|(k, v)| (k.into_owned(), v.into_owned())))
+        .collect()
+}

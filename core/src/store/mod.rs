@@ -1,0 +1,151 @@
+//! The storage abstraction: named column families of ordered byte keys, read
+//! snapshots and one write transaction at a time.
+//!
+//! Two backends implement [`Store`]: [`MemoryStore`] (persistent ordered maps
+//! published through `arc-swap`) and [`RocksStore`] (RocksDB, one column family
+//! per name). Everything above this module sees only the trait.
+//!
+//! Invariants every backend keeps (the conformance suite in `tests/it` checks
+//! them against both):
+//! - a [`Snapshot`] sees one committed state for its whole life, whatever is
+//!   committed after it was taken, and taking or reading it never blocks a writer;
+//! - a commit is atomic across column families: a reader sees all of it or none;
+//! - one [`WriteTxn`] at a time: [`Store::begin_write`] waits for the previous one;
+//! - commit versions increase by one per commit, and a snapshot reports the
+//!   version of the last commit it sees.
+
+mod gate;
+mod memory;
+mod overlay;
+mod range;
+mod rocks;
+
+use std::borrow::Cow;
+use std::fmt::Debug;
+
+pub use gate::{WriteGuard, WriterGate};
+pub use memory::MemoryStore;
+pub use overlay::WriteTxn;
+pub use range::{prefix_end, Direction, KeyRange};
+pub use rocks::{RocksStore, RocksStoreBuilder};
+
+use crate::Result;
+
+/// One key-value pair read from a store; borrowed where the backend can lend.
+pub type Entry<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
+/// An iterator over entries in key order (or reverse key order). It yields
+/// `Err` once if the backend fails mid-way and then ends; it never panics.
+pub type EntryIter<'a> = Box<dyn Iterator<Item = Result<Entry<'a>>> + Send + 'a>;
+
+/// A consistent, read-only view of a store at one commit version.
+///
+/// A [`WriteTxn`] is one too: it reads its base snapshot with its own changes
+/// applied, so queries run inside a transaction see its writes.
+pub trait Snapshot: Send + Sync {
+    /// The version of the last commit this snapshot sees (0 before any commit).
+    fn version(&self) -> u64;
+
+    /// The value under `key` in column family `cf`.
+    fn get(&self, cf: &str, key: &[u8]) -> Result<Option<Cow<'_, [u8]>>>;
+
+    /// The values under several keys of one column family, in the order given.
+    fn multi_get(&self, cf: &str, keys: &[&[u8]]) -> Result<Vec<Option<Cow<'_, [u8]>>>> {
+        keys.iter().map(|k| self.get(cf, k)).collect()
+    }
+
+    /// Entries whose keys fall in `range`, ascending or descending.
+    fn range(&self, cf: &str, range: &KeyRange, dir: Direction) -> Result<EntryIter<'_>>;
+
+    /// Entries whose keys start with `prefix`.
+    fn prefix(&self, cf: &str, prefix: &[u8], dir: Direction) -> Result<EntryIter<'_>> {
+        self.range(cf, &KeyRange::prefix(prefix), dir)
+    }
+
+    /// Whether column family `cf` exists in this snapshot's store.
+    fn has_cf(&self, cf: &str) -> bool;
+}
+
+/// One change in a [`Batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Op {
+    /// Set `key` to `value`.
+    Put { key: Vec<u8>, value: Vec<u8> },
+    /// Remove `key`.
+    Delete { key: Vec<u8> },
+    /// Remove every key in `[start, end)`; `end: None` is unbounded.
+    DeleteRange { start: Vec<u8>, end: Option<Vec<u8>> },
+}
+
+/// The changes of one commit: per column family, operations applied in order.
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    /// `(column family, op)` in application order.
+    pub ops: Vec<(String, Op)>,
+}
+
+impl Batch {
+    /// Whether the batch changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// A key-value store with named column families, snapshots and one writer at a time.
+///
+/// Backends implement the primitives (`snapshot`, `apply`, `write_lock`, the
+/// column family calls); [`Store::begin_write`] builds the transaction on top.
+pub trait Store: Send + Sync + Debug {
+    /// A consistent view of the latest committed state.
+    fn snapshot(&self) -> Box<dyn Snapshot + '_>;
+
+    /// Creates column family `name`; fails with `ColumnFamilyExists` if it exists.
+    fn create_cf(&self, name: &str) -> Result<()>;
+
+    /// Drops column family `name` and all its keys; fails with `UnknownColumnFamily`.
+    fn drop_cf(&self, name: &str) -> Result<()>;
+
+    /// The column families, sorted by name.
+    fn list_cfs(&self) -> Vec<String>;
+
+    /// The lock that makes writers take turns. [`WriteTxn`] holds it for its life.
+    fn write_lock(&self) -> WriteGuard<'_>;
+
+    /// Applies `batch` atomically as the next commit and returns its version.
+    ///
+    /// Low level: call it only while holding [`Store::write_lock`] (a
+    /// [`WriteTxn`] does). `before_publish` runs with the new version after the
+    /// batch is durable but before any snapshot can see it, so that state kept
+    /// beside the store (the vector cache) becomes visible in the same instant.
+    fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64>;
+
+    /// Starts the write transaction, waiting for the current one to finish.
+    fn begin_write(&self) -> Result<WriteTxn<'_>>
+    where
+        Self: Sized,
+    {
+        WriteTxn::new(self)
+    }
+}
+
+/// Starts a write transaction on a `dyn Store`.
+pub fn begin_write(store: &dyn Store) -> Result<WriteTxn<'_>> {
+    WriteTxn::new(store)
+}
+
+pub(crate) fn check_cf_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(crate::Error::InvalidColumnFamily {
+            name: name.to_owned(),
+            reason: "empty name",
+        });
+    }
+    if name == rocksdb::DEFAULT_COLUMN_FAMILY_NAME {
+        return Err(crate::Error::InvalidColumnFamily {
+            name: name.to_owned(),
+            reason: "reserved by RocksDB",
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,288 @@
+//! The write transaction: changes buffered over a snapshot, applied as one batch.
+//!
+//! A [`WriteTxn`] holds the store's write lock for its whole life, so its base
+//! snapshot is the latest committed state and stays so until it commits.
+//! Reads inside the transaction see its own changes first (read-your-writes),
+//! then the base. Dropping the transaction without `commit` discards it.
+
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::iter::Peekable;
+
+use super::{Batch, Direction, Entry, EntryIter, KeyRange, Op, Snapshot, Store};
+use crate::{Error, Result};
+
+/// The buffered changes to one column family.
+///
+/// Invariant: no key in `writes` lies in a range of `ranges` that was added
+/// after the write; `delete_range` removes such writes when it is called, so a
+/// write always wins over every range tombstone it shares a key with.
+#[derive(Debug, Default)]
+struct CfChanges {
+    ranges: Vec<KeyRange>,
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl CfChanges {
+    fn deleted_by_range(&self, key: &[u8]) -> bool {
+        self.ranges.iter().any(|r| r.contains(key))
+    }
+}
+
+/// The one write transaction of a store. Commit with [`WriteTxn::commit`];
+/// drop to roll back.
+pub struct WriteTxn<'a> {
+    store: &'a dyn Store,
+    base: Box<dyn Snapshot + 'a>,
+    changes: BTreeMap<String, CfChanges>,
+    // Declared last: released after the fields above are dropped.
+    _guard: super::WriteGuard<'a>,
+}
+
+impl std::fmt::Debug for WriteTxn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteTxn")
+            .field("base_version", &self.base.version())
+            .field("column_families", &self.changes.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl<'a> WriteTxn<'a> {
+    pub(crate) fn new(store: &'a dyn Store) -> Result<Self> {
+        let guard = store.write_lock();
+        let base = store.snapshot();
+        Ok(Self {
+            store,
+            base,
+            changes: BTreeMap::new(),
+            _guard: guard,
+        })
+    }
+
+    /// The version of the state this transaction started from.
+    pub fn base_version(&self) -> u64 {
+        self.base.version()
+    }
+
+    /// The snapshot this transaction reads through (without its own changes).
+    pub fn base(&self) -> &dyn Snapshot {
+        self.base.as_ref()
+    }
+
+    fn changes_mut(&mut self, cf: &str) -> Result<&mut CfChanges> {
+        if !self.changes.contains_key(cf) {
+            if !self.base.has_cf(cf) {
+                return Err(Error::UnknownColumnFamily { name: cf.to_owned() });
+            }
+            self.changes.insert(cf.to_owned(), CfChanges::default());
+        }
+        Ok(self.changes.get_mut(cf).expect("inserted above"))
+    }
+
+    /// Sets `key` to `value` in `cf`.
+    pub fn put(&mut self, cf: &str, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Result<()> {
+        self.changes_mut(cf)?
+            .writes
+            .insert(key.into(), Some(value.into()));
+        Ok(())
+    }
+
+    /// Removes `key` from `cf` (a no-op if absent).
+    pub fn delete(&mut self, cf: &str, key: impl Into<Vec<u8>>) -> Result<()> {
+        self.changes_mut(cf)?.writes.insert(key.into(), None);
+        Ok(())
+    }
+
+    /// Removes every key of `cf` in `range`.
+    pub fn delete_range(&mut self, cf: &str, range: KeyRange) -> Result<()> {
+        let changes = self.changes_mut(cf)?;
+        if range.is_empty() {
+            return Ok(());
+        }
+        let doomed: Vec<Vec<u8>> = changes
+            .writes
+            .range::<[u8], _>(range.bounds())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in doomed {
+            changes.writes.remove(&k);
+        }
+        changes.ranges.push(range);
+        Ok(())
+    }
+
+    /// The value under `key` as this transaction sees it.
+    pub fn get(&self, cf: &str, key: &[u8]) -> Result<Option<Cow<'_, [u8]>>> {
+        if let Some(changes) = self.changes.get(cf) {
+            if let Some(w) = changes.writes.get(key) {
+                return Ok(w.as_deref().map(Cow::Borrowed));
+            }
+            if changes.deleted_by_range(key) {
+                return Ok(None);
+            }
+        }
+        self.base.get(cf, key)
+    }
+
+    /// Entries of `cf` in `range` as this transaction sees them.
+    pub fn range(&self, cf: &str, range: &KeyRange, dir: Direction) -> Result<EntryIter<'_>> {
+        let base = self.base.range(cf, range, dir)?;
+        let Some(changes) = self.changes.get(cf) else {
+            return Ok(base);
+        };
+        if range.is_empty() {
+            return Ok(Box::new(std::iter::empty()));
+        }
+        let own = changes.writes.range::<[u8], _>(range.bounds());
+        let own: OwnIter<'_> = match dir {
+            Direction::Forward => Box::new(own),
+            Direction::Reverse => Box::new(own.rev()),
+        };
+        Ok(Box::new(Merge {
+            own: own.peekable(),
+            base: base.peekable(),
+            ranges: &changes.ranges,
+            dir,
+            failed: false,
+        }))
+    }
+
+    /// Entries of `cf` whose keys start with `prefix`.
+    pub fn prefix(&self, cf: &str, prefix: &[u8], dir: Direction) -> Result<EntryIter<'_>> {
+        self.range(cf, &KeyRange::prefix(prefix), dir)
+    }
+
+    /// Whether the transaction has changed anything.
+    pub fn is_empty(&self) -> bool {
+        self.changes
+            .values()
+            .all(|c| c.ranges.is_empty() && c.writes.is_empty())
+    }
+
+    /// Commits atomically and returns the new version (the base version when
+    /// nothing changed).
+    pub fn commit(self) -> Result<u64> {
+        self.commit_with(|_| {})
+    }
+
+    /// Commits, running `before_publish` with the new version once the batch
+    /// is written but before any snapshot can see it (see [`Store::apply`]).
+    /// It does not run when the transaction changed nothing.
+    pub fn commit_with(mut self, mut before_publish: impl FnMut(u64)) -> Result<u64> {
+        if self.is_empty() {
+            return Ok(self.base.version());
+        }
+        let mut batch = Batch::default();
+        for (cf, changes) in std::mem::take(&mut self.changes) {
+            for r in changes.ranges {
+                let op = Op::DeleteRange {
+                    start: r.start.unwrap_or_default(),
+                    end: r.end,
+                };
+                batch.ops.push((cf.clone(), op));
+            }
+            for (key, value) in changes.writes {
+                let op = match value {
+                    Some(value) => Op::Put { key, value },
+                    None => Op::Delete { key },
+                };
+                batch.ops.push((cf.clone(), op));
+            }
+        }
+        self.store.apply(batch, &mut before_publish)
+    }
+
+    /// Discards every change (the same as dropping the transaction).
+    pub fn rollback(self) {}
+}
+
+impl Snapshot for WriteTxn<'_> {
+    /// The base version: a transaction's own changes have no version yet.
+    fn version(&self) -> u64 {
+        self.base.version()
+    }
+
+    fn get(&self, cf: &str, key: &[u8]) -> Result<Option<Cow<'_, [u8]>>> {
+        WriteTxn::get(self, cf, key)
+    }
+
+    fn range(&self, cf: &str, range: &KeyRange, dir: Direction) -> Result<EntryIter<'_>> {
+        WriteTxn::range(self, cf, range, dir)
+    }
+
+    fn has_cf(&self, cf: &str) -> bool {
+        self.base.has_cf(cf)
+    }
+}
+
+type OwnIter<'t> = Box<dyn Iterator<Item = (&'t Vec<u8>, &'t Option<Vec<u8>>)> + Send + 't>;
+
+/// Merges the transaction's own writes with the base snapshot's entries.
+struct Merge<'t> {
+    own: Peekable<OwnIter<'t>>,
+    base: Peekable<EntryIter<'t>>,
+    ranges: &'t [KeyRange],
+    dir: Direction,
+    failed: bool,
+}
+
+impl<'t> Iterator for Merge<'t> {
+    type Item = Result<Entry<'t>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.failed {
+                return None;
+            }
+            if let Some(Err(_)) = self.base.peek() {
+                self.failed = true;
+                return self.base.next();
+            }
+            let take_own = match (self.own.peek(), self.base.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((own_key, _)), Some(Ok((base_key, _)))) => {
+                    let ord = own_key.as_slice().cmp(base_key.as_ref());
+                    let ord = if self.dir == Direction::Reverse {
+                        ord.reverse()
+                    } else {
+                        ord
+                    };
+                    match ord {
+                        Ordering::Less => true,
+                        Ordering::Greater => false,
+                        Ordering::Equal => {
+                            self.base.next(); // shadowed by our own write
+                            true
+                        }
+                    }
+                }
+                (Some(_), Some(Err(_))) => unreachable!("handled above"),
+            };
+            if take_own {
+                let (key, value) = self.own.next()?;
+                if let Some(value) = value {
+                    return Some(Ok((
+                        Cow::Borrowed(key.as_slice()),
+                        Cow::Borrowed(value.as_slice()),
+                    )));
+                }
+            } else {
+                match self.base.next()? {
+                    Ok((key, value)) => {
+                        if !self.ranges.iter().any(|r| r.contains(&key)) {
+                            return Some(Ok((key, value)));
+                        }
+                    }
+                    Err(e) => {
+                        self.failed = true;
+                        return Some(Err(e));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! `RocksStore`: the [`Store`] on RocksDB, one column family per name.
+//!
+//! A commit is one `WriteBatch` across column families (atomic in RocksDB).
+//! Snapshots are RocksDB snapshots; the commit version beside them is kept in
+//! a sequence lock so that a snapshot and its version always agree.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use rocksdb::{
+    BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBCompressionType, IteratorMode,
+    MultiThreaded, Options, ReadOptions, WriteBatch, WriteOptions,
+};
+
+use super::{
+    check_cf_name, Batch, Direction, EntryIter, KeyRange, Op, Snapshot, Store, WriteGuard, WriterGate,
+};
+use crate::{Error, Result};
+
+type Db = rocksdb::DBWithThreadMode<MultiThreaded>;
+
+/// Options for opening a [`RocksStore`]; each setter states its default.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RocksStoreBuilder {
+    path: PathBuf,
+    sync: bool,
+    block_cache_bytes: usize,
+    create_if_missing: bool,
+}
+
+impl RocksStoreBuilder {
+    /// Whether every commit waits for its write-ahead-log record to reach the
+    /// disk (`fsync`) before it returns. Default `true`: an acknowledged commit
+    /// survives a power loss. With `false`, a commit survives a crash of the
+    /// process but the last commits may be lost if the machine itself fails.
+    pub fn sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// Size of the LRU cache of uncompressed blocks shared by every column
+    /// family. Default 64 MiB.
+    pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
+        self.block_cache_bytes = bytes;
+        self
+    }
+
+    /// Whether to create the database when the directory holds none. Default `true`.
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.create_if_missing = create;
+        self
+    }
+
+    /// Opens the store, with every column family it already has.
+    pub fn open(self) -> Result<RocksStore> {
+        let cache = Cache::new_lru_cache(self.block_cache_bytes);
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&cache);
+        table.set_bloom_filter(10.0, false);
+        table.set_cache_index_and_filter_blocks(true);
+        let mut cf_opts = Options::default();
+        cf_opts.set_block_based_table_factory(&table);
+        cf_opts.set_compression_type(DBCompressionType::Lz4);
+
+        let mut db_opts = cf_opts.clone();
+        db_opts.create_if_missing(self.create_if_missing);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_max_background_jobs(2);
+
+        let existing = if self.path.join("CURRENT").exists() {
+            Db::list_cf(&db_opts, &self.path)?
+        } else {
+            Vec::new()
+        };
+        let names: BTreeSet<String> = existing
+            .into_iter()
+            .filter(|n| n != rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
+            .collect();
+        let descriptors = names
+            .iter()
+            .map(|n| ColumnFamilyDescriptor::new(n, cf_opts.clone()));
+        let db = Db::open_cf_descriptors(&db_opts, &self.path, descriptors)?;
+        let mut write_opts = WriteOptions::default();
+        write_opts.set_sync(self.sync);
+        Ok(RocksStore {
+            db,
+            path: self.path,
+            cf_opts,
+            write_opts,
+            sync: self.sync,
+            cfs: RwLock::new(names),
+            seq: AtomicU64::new(0),
+            writer: WriterGate::new(),
+            poisoned: Mutex::new(None),
+            _cache: cache,
+        })
+    }
+}
+
+/// A [`Store`] on RocksDB. See [`RocksStore::builder`].
+pub struct RocksStore {
+    db: Db,
+    path: PathBuf,
+    cf_opts: Options,
+    write_opts: WriteOptions,
+    sync: bool,
+    cfs: RwLock<BTreeSet<String>>,
+    /// Sequence lock over the commit version: `2 * version`, plus one while a
+    /// commit is being written. Versions count commits since this handle opened.
+    seq: AtomicU64,
+    writer: WriterGate,
+    poisoned: Mutex<Option<String>>,
+    _cache: Cache,
+}
+
+impl std::fmt::Debug for RocksStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RocksStore")
+            .field("path", &self.path)
+            .field("sync", &self.sync)
+            .field("version", &(self.seq.load(Ordering::SeqCst) / 2))
+            .finish()
+    }
+}
+
+impl RocksStore {
+    /// A builder for the store in directory `path`.
+    pub fn builder(path: impl AsRef<Path>) -> RocksStoreBuilder {
+        RocksStoreBuilder {
+            path: path.as_ref().to_path_buf(),
+            sync: true,
+            block_cache_bytes: 64 << 20,
+            create_if_missing: true,
+        }
+    }
+
+    /// Opens (or creates) the store in `path` with the default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::builder(path).open()
+    }
+
+    /// The directory of the store.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether commits are synced to disk before they return.
+    pub fn is_sync(&self) -> bool {
+        self.sync
+    }
+
+    /// Writes every column family's memtable to SST files.
+    pub fn flush(&self) -> Result<()> {
+        let names: Vec<String> = self.list_cfs();
+        for name in names {
+            if let Some(cf) = self.db.cf_handle(&name) {
+                self.db.flush_cf(&cf)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn cf(&self, name: &str) -> Result<Arc<BoundColumnFamily<'_>>> {
+        self.db.cf_handle(name).ok_or_else(|| Error::UnknownColumnFamily {
+            name: name.to_owned(),
+        })
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        match &*self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn write_batch(&self, batch: Batch) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        for (cf_name, op) in &batch.ops {
+            let cf = self.cf(cf_name)?;
+            match op {
+                Op::Put { key, value } => wb.put_cf(&cf, key, value),
+                Op::Delete { key } => wb.delete_cf(&cf, key),
+                Op::DeleteRange { start, end } => {
+                    let end = match end {
+                        Some(end) => end.clone(),
+                        None => match last_key(&self.db, &cf)? {
+                            // One past the last key: the smallest key above it.
+                            Some(mut last) => {
+                                last.push(0);
+                                last
+                            }
+                            None => continue,
+                        },
+                    };
+                    if start.as_slice() < end.as_slice() {
+                        wb.delete_range_cf(&cf, start, &end);
+                    }
+                }
+            }
+        }
+        self.db.write_opt(wb, &self.write_opts)?;
+        Ok(())
+    }
+}
+
+fn last_key(db: &Db, cf: &Arc<BoundColumnFamily<'_>>) -> Result<Option<Vec<u8>>> {
+    match db.iterator_cf(cf, IteratorMode::End).next() {
+        Some(item) => Ok(Some(item?.0.into_vec())),
+        None => Ok(None),
+    }
+}
+
+impl Store for RocksStore {
+    fn snapshot(&self) -> Box<dyn Snapshot + '_> {
+        loop {
+            let before = self.seq.load(Ordering::SeqCst);
+            if before % 2 == 1 {
+                std::thread::yield_now();
+                continue;
+            }
+            let snap = self.db.snapshot();
+            if self.seq.load(Ordering::SeqCst) == before {
+                return Box::new(RocksSnapshot {
+                    store: self,
+                    snap,
+                    version: before / 2,
+                });
+            }
+        }
+    }
+
+    fn create_cf(&self, name: &str) -> Result<()> {
+        check_cf_name(name)?;
+        let mut cfs = self.cfs.write().unwrap_or_else(|e| e.into_inner());
+        if cfs.contains(name) {
+            return Err(Error::ColumnFamilyExists {
+                name: name.to_owned(),
+            });
+        }
+        self.db.create_cf(name, &self.cf_opts)?;
+        cfs.insert(name.to_owned());
+        Ok(())
+    }
+
+    fn drop_cf(&self, name: &str) -> Result<()> {
+        let mut cfs = self.cfs.write().unwrap_or_else(|e| e.into_inner());
+        if !cfs.contains(name) {
+            return Err(Error::UnknownColumnFamily {
+                name: name.to_owned(),
+            });
+        }
+        self.db.drop_cf(name)?;
+        cfs.remove(name);
+        Ok(())
+    }
+
+    fn list_cfs(&self) -> Vec<String> {
+        let cfs = self.cfs.read().unwrap_or_else(|e| e.into_inner());
+        cfs.iter().cloned().collect()
+    }
+
+    fn write_lock(&self) -> WriteGuard<'_> {
+        self.writer.acquire()
+    }
+
+    fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64> {
+        self.check_poisoned()?;
+        let seq = self.seq.load(Ordering::SeqCst);
+        debug_assert!(seq % 2 == 0, "apply without the write lock");
+        let version = seq / 2 + 1;
+        self.seq.store(seq + 1, Ordering::SeqCst);
+        match self.write_batch(batch) {
+            Ok(()) => {
+                before_publish(version);
+                self.seq.store(version * 2, Ordering::SeqCst);
+                Ok(version)
+            }
+            Err(e) => {
+                // A validation error (unknown column family) wrote nothing; an
+                // error from RocksDB's write may have reached the disk in part.
+                if matches!(e, Error::Rocks(_)) {
+                    *self.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                }
+                self.seq.store(seq, Ordering::SeqCst);
+                Err(e)
+            }
+        }
+    }
+}
+
+struct RocksSnapshot<'a> {
+    store: &'a RocksStore,
+    snap: rocksdb::SnapshotWithThreadMode<'a, Db>,
+    version: u64,
+}
+
+impl RocksSnapshot<'_> {
+    fn read_opts(&self) -> ReadOptions {
+        let mut opts = ReadOptions::default();
+        opts.set_snapshot(&self.snap);
+        opts
+    }
+}
+
+impl Snapshot for RocksSnapshot<'_> {
+    fn version(&self) -> u64 {
+        self.version
+    }
+
+    fn get(&self, cf: &str, key: &[u8]) -> Result<Option<Cow<'_, [u8]>>> {
+        let handle = self.store.cf(cf)?;
+        Ok(self.snap.get_cf(&handle, key)?.map(Cow::Owned))
+    }
+
+    fn multi_get(&self, cf: &str, keys: &[&[u8]]) -> Result<Vec<Option<Cow<'_, [u8]>>>> {
+        let handle = self.store.cf(cf)?;
+        let opts = self.read_opts();
+        self.store
+            .db
+            .batched_multi_get_cf_opt(&handle, keys.iter().copied(), false, &opts)
+            .into_iter()
+            .map(|r| Ok(r?.map(|v| Cow::Owned(v.to_vec()))))
+            .collect()
+    }
+
+    fn range(&self, cf: &str, range: &KeyRange, dir: Direction) -> Result<EntryIter<'_>> {
+        let handle = self.store.cf(cf)?;
+        if range.is_empty() {
+            return Ok(Box::new(std::iter::empty()));
+        }
+        let mut opts = self.read_opts();
+        if let Some(start) = &range.start {
+            opts.set_iterate_lower_bound(start.clone());
+        }
+        if let Some(end) = &range.end {
+            opts.set_iterate_upper_bound(end.clone());
+        }
+        let mode = match dir {
+            Direction::Forward => IteratorMode::Start,
+            Direction::Reverse => IteratorMode::End,
+        };
+        let iter = self.store.db.iterator_cf_opt(&handle, opts, mode);
+        Ok(Box::new(iter.map(|item| {
+            let (k, v) = item?;
+            Ok((Cow::Owned(k.into_vec()), Cow::Owned(v.into_vec())))
+        })))
+    }
+
+    fn has_cf(&self, cf: &str) -> bool {
+        self.store.db.cf_handle(cf).is_some()
+    }
+}

@@ -1,0 +1,91 @@
+//! BSON values as Slate orders, encodes and finds them.
+//!
+//! - [`compare`]: MongoDB's comparison order over borrowed [`RawBsonRef`] values (type brackets
+//!   first, numbers compared across int32/int64/double exactly).
+//! - [`encode_value`] / [`decode_value`]: an order-preserving, self-delimiting byte encoding.
+//!   For all values `a`, `b`: `compare(a, b) == enc(a).cmp(&enc(b))`, so index range scans and
+//!   `_id` keys sort exactly like the values they hold. The byte layout is in
+//!   `docs/format-values.md`.
+//! - [`visit_path`] / [`lookup_path`] / [`index_values`]: the values at a dot path, with
+//!   MongoDB's array expansion; shared by index maintenance, sort keys and the filter language.
+//!
+//! Malformed raw bytes never panic: a document or array whose bytes stop parsing is read up to
+//! the last well-formed element, consistently in comparison, encoding and path lookup.
+//!
+//! [`RawBsonRef`]: bson::RawBsonRef
+
+mod decimal;
+mod encoding;
+mod order;
+mod path;
+#[cfg(test)]
+mod tests;
+
+pub use encoding::{decode_value, encode_id, encode_key_value, encode_value, key_successor};
+pub use order::{bracket, compare, TypeBracket};
+pub use path::{index_values, lookup_path, visit_path, FieldPath, LeafArrays, PathValue};
+
+/// Errors of the value layer: bad `_id` types, undecodable key bytes, bad field paths.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValueError {
+    /// An `_id` that is not an int32, int64, string or ObjectId.
+    #[error("an _id must be an int32, int64, string or ObjectId, got {found}")]
+    UnsupportedIdType {
+        /// The BSON type name of the rejected value.
+        found: &'static str,
+    },
+    /// Bytes that are not a valid encoding (truncated key, unknown tag, bad escape).
+    #[error("cannot decode an encoded value at byte {offset}: {reason}")]
+    Decode {
+        /// Offset into the input where decoding failed.
+        offset: usize,
+        /// What was wrong there.
+        reason: &'static str,
+    },
+    /// A field path that is empty, has an empty component or contains a NUL byte.
+    #[error("invalid field path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A `bson::Bson` value that cannot be written as raw BSON (e.g. a key with a NUL byte).
+    #[error("cannot convert the value to raw BSON: {message}")]
+    Bson {
+        /// The bson crate's message.
+        message: String,
+    },
+}
+
+/// Result of the value layer.
+pub type Result<T, E = ValueError> = std::result::Result<T, E>;
+
+/// The BSON type name of a value, as used in error messages (`"double"`, `"string"`, ...).
+pub fn type_name(t: bson::spec::ElementType) -> &'static str {
+    use bson::spec::ElementType as T;
+    match t {
+        T::Double => "double",
+        T::String => "string",
+        T::EmbeddedDocument => "object",
+        T::Array => "array",
+        T::Binary => "binData",
+        T::Undefined => "undefined",
+        T::ObjectId => "objectId",
+        T::Boolean => "bool",
+        T::DateTime => "date",
+        T::Null => "null",
+        T::RegularExpression => "regex",
+        T::DbPointer => "dbPointer",
+        T::JavaScriptCode => "javascript",
+        T::Symbol => "symbol",
+        T::JavaScriptCodeWithScope => "javascriptWithScope",
+        T::Int32 => "int",
+        T::Timestamp => "timestamp",
+        T::Int64 => "long",
+        T::Decimal128 => "decimal",
+        T::MaxKey => "maxKey",
+        T::MinKey => "minKey",
+    }
+}

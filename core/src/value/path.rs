@@ -1,0 +1,343 @@
+//! Dot paths (`a.b.c`, `tags.0`) and the values found at them, with MongoDB's array expansion.
+//!
+//! Traversal follows MongoDB's matcher (`BSONElementIterator`), given a path `p0.p1...pn`:
+//! - through embedded documents, a component names a field; a missing field, or a scalar where
+//!   the path continues, yields [`PathValue::Missing`] once;
+//! - when a component reaches an array and the path continues, each element is visited:
+//!   a document element is searched for the rest of the path (and may yield `Missing`); if the
+//!   next component is an array index (`"0"`, `"12"`, no leading zeros) the element at that
+//!   index is *also* visited with the path after the index — yielded as is when the index ends
+//!   the path, descended into when it is an array. Other elements yield nothing, so
+//!   `{a: [1, 2]}` has no value at all at `a.b` (not even `Missing`);
+//! - when the path ends on an array, [`LeafArrays`] says what is yielded.
+
+use std::ops::ControlFlow;
+
+use bson::{RawArray, RawBsonRef, RawDocument};
+
+use super::{Result, ValueError};
+
+/// A parsed dot path. Invariant: at least one component, no empty component, no NUL byte (so
+/// a path can end an index key prefix `{path}\0`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FieldPath {
+    dotted: String,
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Part {
+    start: usize,
+    end: usize,
+    /// The array index this component names, when it is canonical decimal digits.
+    index: Option<usize>,
+}
+
+impl FieldPath {
+    /// Parses `a.b.c`. Errors on an empty path, an empty component or a NUL byte.
+    pub fn parse(dotted: &str) -> Result<FieldPath> {
+        let bad = |reason| ValueError::InvalidPath {
+            path: dotted.to_owned(),
+            reason,
+        };
+        if dotted.is_empty() {
+            return Err(bad("empty path"));
+        }
+        if dotted.contains('\0') {
+            return Err(bad("contains a NUL byte"));
+        }
+        let mut parts = Vec::new();
+        let mut start = 0;
+        for piece in dotted.split('.') {
+            if piece.is_empty() {
+                return Err(bad("empty path component"));
+            }
+            let canonical =
+                piece.bytes().all(|b| b.is_ascii_digit()) && (piece == "0" || !piece.starts_with('0'));
+            parts.push(Part {
+                start,
+                end: start + piece.len(),
+                index: if canonical { piece.parse().ok() } else { None },
+            });
+            start += piece.len() + 1;
+        }
+        Ok(FieldPath {
+            dotted: dotted.to_owned(),
+            parts,
+        })
+    }
+
+    /// The path as written, `a.b.c`.
+    pub fn as_str(&self) -> &str {
+        &self.dotted
+    }
+
+    /// Number of components (at least 1).
+    pub fn len(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Always false: a path has at least one component.
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// The `i`-th component.
+    pub fn component(&self, i: usize) -> Option<&str> {
+        self.parts.get(i).map(|p| &self.dotted[p.start..p.end])
+    }
+
+    /// The components in order.
+    pub fn components(&self) -> impl Iterator<Item = &str> + '_ {
+        self.parts.iter().map(|p| &self.dotted[p.start..p.end])
+    }
+
+    fn name(&self, i: usize) -> &str {
+        self.parts.get(i).map_or("", |p| &self.dotted[p.start..p.end])
+    }
+
+    fn index(&self, i: usize) -> Option<usize> {
+        self.parts.get(i).and_then(|p| p.index)
+    }
+}
+
+impl std::fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.dotted)
+    }
+}
+
+/// What a path that ends on an array yields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeafArrays {
+    /// Each element, then the array itself: equality, comparisons, `$in`, `$exists`.
+    Expand,
+    /// The array itself only: `$size`, `$elemMatch`.
+    Whole,
+    /// Each element; an empty array yields itself. Index keys (see [`index_values`]).
+    Elements,
+}
+
+/// One value found at a path.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PathValue<'a> {
+    /// The path does not exist on this branch of the document.
+    Missing,
+    /// A value at the path.
+    Value(RawBsonRef<'a>),
+}
+
+/// Calls `f` with each value at `path` in `doc`, in document order, until it breaks.
+/// Allocation-free; the values borrow from `doc`.
+pub fn visit_path<'a, B, F>(
+    doc: &'a RawDocument,
+    path: &FieldPath,
+    leaf: LeafArrays,
+    f: &mut F,
+) -> ControlFlow<B>
+where
+    F: FnMut(PathValue<'a>) -> ControlFlow<B>,
+{
+    walk_document(doc, path, 0, leaf, f)
+}
+
+/// All values at `path` in `doc` (see [`visit_path`]).
+pub fn lookup_path<'a>(doc: &'a RawDocument, path: &FieldPath, leaf: LeafArrays) -> Vec<PathValue<'a>> {
+    let mut out = Vec::new();
+    let _ = visit_path(doc, path, leaf, &mut |v| {
+        out.push(v);
+        ControlFlow::<()>::Continue(())
+    });
+    out
+}
+
+/// The values an index on `path` stores for `doc`: one per array element (an empty array is
+/// stored as itself), `Null` where the path is missing. Not deduplicated. Never empty except
+/// when the path runs into arrays of scalars only (`a.b` in `{a: [1, 2]}`), which no equality
+/// or range predicate on `a.b` can match either.
+pub fn index_values<'a>(doc: &'a RawDocument, path: &FieldPath) -> Vec<RawBsonRef<'a>> {
+    let mut out = Vec::new();
+    let _ = visit_path(doc, path, LeafArrays::Elements, &mut |v| {
+        out.push(match v {
+            PathValue::Missing => RawBsonRef::Null,
+            PathValue::Value(v) => v,
+        });
+        ControlFlow::<()>::Continue(())
+    });
+    out
+}
+
+/// Looks up `path[i..]` in `doc` (MongoDB's `getFieldDottedOrArray`, then the array walk).
+fn walk_document<'a, B, F>(
+    mut doc: &'a RawDocument,
+    path: &FieldPath,
+    mut i: usize,
+    leaf: LeafArrays,
+    f: &mut F,
+) -> ControlFlow<B>
+where
+    F: FnMut(PathValue<'a>) -> ControlFlow<B>,
+{
+    let last = path.len() - 1;
+    loop {
+        match doc.get(path.name(i)) {
+            Ok(Some(RawBsonRef::Document(d))) if i < last => {
+                doc = d;
+                i += 1;
+            }
+            Ok(Some(RawBsonRef::Array(a))) => return walk_array(a, path, i + 1, leaf, f),
+            Ok(Some(v)) if i == last => return f(PathValue::Value(v)),
+            // Missing, unreadable, or a scalar where the path goes on.
+            _ => return f(PathValue::Missing),
+        }
+    }
+}
+
+/// Visits array `a`, reached by `path[..rest]`, for the rest of the path.
+fn walk_array<'a, B, F>(
+    a: &'a RawArray,
+    path: &FieldPath,
+    rest: usize,
+    leaf: LeafArrays,
+    f: &mut F,
+) -> ControlFlow<B>
+where
+    F: FnMut(PathValue<'a>) -> ControlFlow<B>,
+{
+    let elements = || a.into_iter().map_while(Result::ok);
+    if rest == path.len() {
+        let whole = PathValue::Value(RawBsonRef::Array(a));
+        return match leaf {
+            LeafArrays::Whole => f(whole),
+            LeafArrays::Expand => {
+                for e in elements() {
+                    f(PathValue::Value(e))?;
+                }
+                f(whole)
+            }
+            LeafArrays::Elements => {
+                let mut any = false;
+                for e in elements() {
+                    any = true;
+                    f(PathValue::Value(e))?;
+                }
+                if any {
+                    ControlFlow::Continue(())
+                } else {
+                    f(whole)
+                }
+            }
+        };
+    }
+    let index = path.index(rest);
+    let ends_at_index = rest + 1 == path.len();
+    for (k, e) in elements().enumerate() {
+        if let RawBsonRef::Document(d) = e {
+            walk_document(d, path, rest, leaf, f)?;
+        }
+        if index == Some(k) {
+            match e {
+                _ if ends_at_index => f(PathValue::Value(e))?,
+                RawBsonRef::Document(d) => walk_document(d, path, rest + 1, leaf, f)?,
+                RawBsonRef::Array(inner) => walk_array(inner, path, rest + 1, leaf, f)?,
+                _ => {}
+            }
+        }
+    }
+    ControlFlow::Continue(())
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+    use bson::{doc, Bson, RawDocumentBuf};
+
+    fn values(d: bson::Document, path: &str, leaf: LeafArrays) -> Vec<Option<Bson>> {
+        let raw = RawDocumentBuf::from_document(&d).expect("valid document");
+        let path = FieldPath::parse(path).expect("valid path");
+        lookup_path(&raw, &path, leaf)
+            .into_iter()
+            .map(|v| match v {
+                PathValue::Missing => None,
+                PathValue::Value(v) => Some(Bson::try_from(v).expect("valid value")),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn parse_rejects_bad_paths() {
+        for bad in ["", "a..b", ".a", "a.", "a\0b"] {
+            assert!(FieldPath::parse(bad).is_err(), "{bad:?}");
+        }
+        let p = FieldPath::parse("a.01.2").expect("valid");
+        assert_eq!(p.components().collect::<Vec<_>>(), ["a", "01", "2"]);
+        assert_eq!((p.index(1), p.index(2)), (None, Some(2)));
+    }
+
+    #[test]
+    fn nested_documents_and_missing() {
+        let d = doc! { "a": { "b": { "c": 1 } }, "s": 5 };
+        assert_eq!(
+            values(d.clone(), "a.b.c", LeafArrays::Expand),
+            [Some(Bson::Int32(1))]
+        );
+        assert_eq!(values(d.clone(), "a.x", LeafArrays::Expand), [None]);
+        assert_eq!(values(d, "s.t", LeafArrays::Expand), [None]);
+    }
+
+    #[test]
+    fn arrays_expand_like_mongodb() {
+        let d = doc! { "a": [ { "b": 1 }, { "c": 2 }, 3, [ { "b": 4 } ] ] };
+        // The nested array is not searched; the element without b yields Missing.
+        assert_eq!(values(d, "a.b", LeafArrays::Expand), [Some(Bson::Int32(1)), None]);
+        let d = doc! { "a": [1, 2] };
+        assert_eq!(values(d.clone(), "a.b", LeafArrays::Expand), []);
+        assert_eq!(
+            values(d.clone(), "a", LeafArrays::Expand),
+            [
+                Some(1.into()),
+                Some(2.into()),
+                Some(Bson::Array(vec![1.into(), 2.into()]))
+            ]
+        );
+        assert_eq!(
+            values(d.clone(), "a", LeafArrays::Elements),
+            [Some(1.into()), Some(2.into())]
+        );
+        assert_eq!(values(d.clone(), "a.1", LeafArrays::Expand), [Some(2.into())]);
+        assert_eq!(values(d, "a.01", LeafArrays::Expand), []);
+        let d = doc! { "a": [] };
+        assert_eq!(values(d, "a", LeafArrays::Elements), [Some(Bson::Array(vec![]))]);
+    }
+
+    #[test]
+    fn array_index_components() {
+        let d = doc! { "a": [ { "b": 1 }, { "0": { "b": 2 } } ] };
+        // Element 0 searched for a field "0" (missing: MongoDB yields it too), then element 0
+        // by position, then the field named "0" of element 1.
+        assert_eq!(
+            values(d, "a.0.b", LeafArrays::Expand),
+            [None, Some(1.into()), Some(2.into())]
+        );
+        // An indexed nested array is searched with the rest of the path.
+        let d = doc! { "a": [ [ { "b": 7 } ] ] };
+        assert_eq!(values(d, "a.0.b", LeafArrays::Expand), [Some(7.into())]);
+        // The element at an index ending the path is not expanded.
+        let d = doc! { "a": [ [1, 2] ] };
+        assert_eq!(
+            values(d, "a.0", LeafArrays::Expand),
+            [Some(Bson::Array(vec![1.into(), 2.into()]))]
+        );
+    }
+
+    #[test]
+    fn index_values_map_missing_to_null() {
+        let raw = RawDocumentBuf::from_document(&doc! { "a": [ { "b": 1 }, {} ] }).expect("valid");
+        let path = FieldPath::parse("a.b").expect("valid");
+        assert_eq!(
+            index_values(&raw, &path),
+            [RawBsonRef::Int32(1), RawBsonRef::Null]
+        );
+    }
+}

@@ -1,0 +1,359 @@
+//! Property and table tests of the order and the encoding together.
+
+use std::cmp::Ordering;
+
+use bson::{
+    doc, oid::ObjectId, spec::BinarySubtype, Binary, Bson, DateTime, Decimal128, JavaScriptCodeWithScope,
+    RawBsonRef, RawDocumentBuf, Regex, Timestamp,
+};
+use proptest::prelude::*;
+
+use super::*;
+
+/// Wraps `v` in a raw document so that a `RawBsonRef` can borrow it.
+fn raw(v: &Bson) -> RawDocumentBuf {
+    RawDocumentBuf::from_document(&doc! { "v": v.clone() }).expect("valid value")
+}
+
+fn get(d: &RawDocumentBuf) -> RawBsonRef<'_> {
+    d.get("v").expect("readable").expect("present")
+}
+
+fn enc(v: &Bson) -> Vec<u8> {
+    let d = raw(v);
+    let mut out = Vec::new();
+    encode_value(get(&d), &mut out);
+    out
+}
+
+fn cmp(a: &Bson, b: &Bson) -> Ordering {
+    let (da, db) = (raw(a), raw(b));
+    compare(get(&da), get(&db))
+}
+
+fn dec(negative: bool, coeff: u128, exp: i32) -> Bson {
+    let biased = (exp + 6176) as u128;
+    let x = (u128::from(negative) << 127) | (biased << 113) | coeff;
+    Bson::Decimal128(Decimal128::from_bytes(x.to_le_bytes()))
+}
+
+fn db_pointer(ns: &str, oid: [u8; 12]) -> Bson {
+    let mut key = vec![TypeBracket::DbPointer.tag()];
+    key.extend_from_slice(ns.as_bytes());
+    key.extend_from_slice(&[0, 1]);
+    key.extend_from_slice(&oid);
+    decode_value(&key).expect("valid dbPointer key").0
+}
+
+/// Ascending groups; values within a group are equal.
+fn ordered_groups() -> Vec<Vec<Bson>> {
+    let big = (1i64 << 53) + 1;
+    vec![
+        vec![Bson::MinKey],
+        vec![Bson::Null, Bson::Undefined],
+        vec![Bson::Double(f64::NAN), Bson::Double(-f64::NAN)],
+        vec![Bson::Double(f64::NEG_INFINITY)],
+        vec![Bson::Int64(i64::MIN), Bson::Double(-9_223_372_036_854_775_808.0)],
+        vec![Bson::Int64(i64::MIN + 1)],
+        vec![Bson::Int32(-1), Bson::Int64(-1), Bson::Double(-1.0)],
+        vec![Bson::Double(-0.5)],
+        vec![Bson::Int32(0), Bson::Double(-0.0), Bson::Double(0.0)],
+        vec![Bson::Double(f64::from_bits(1))],
+        vec![Bson::Int32(1), Bson::Int64(1), Bson::Double(1.0)],
+        vec![Bson::Double(9_007_199_254_740_992.0), Bson::Int64(1 << 53)],
+        vec![Bson::Int64(big)],
+        vec![Bson::Int64(big + 1), Bson::Double(9_007_199_254_740_994.0)],
+        vec![Bson::Int64(i64::MAX - 1)],
+        vec![Bson::Int64(i64::MAX)],
+        vec![Bson::Double(9_223_372_036_854_775_808.0)],
+        vec![Bson::Double(f64::INFINITY)],
+        vec![dec(false, 0, 0)], // decimals after every other number
+        vec![dec(false, 1, 0), dec(false, 10, -1)],
+        vec![Bson::String(String::new())],
+        vec![Bson::String("a".into()), Bson::Symbol("a".into())],
+        vec![Bson::String("a\0".into())],
+        vec![Bson::String("a\0b".into())],
+        vec![Bson::String("a\u{1}".into())],
+        vec![Bson::String("ab".into())],
+        vec![Bson::String("é".into())],
+        vec![Bson::Document(doc! {})],
+        vec![Bson::Document(doc! { "b": Bson::Null })], // null bracket before number
+        vec![Bson::Document(doc! { "a": 1 }), Bson::Document(doc! { "a": 1.0 })],
+        vec![Bson::Document(doc! { "a": 1, "b": 1 })],
+        vec![Bson::Document(doc! { "a": 2 })],
+        vec![Bson::Document(doc! { "a": "x" })],
+        vec![Bson::Array(vec![])],
+        vec![Bson::Array(vec![Bson::Null])],
+        vec![Bson::Array(vec![1.into()]), Bson::Array(vec![Bson::Int64(1)])],
+        vec![Bson::Array(vec![1.into(), Bson::MinKey])],
+        vec![Bson::Array(vec![2.into()])],
+        vec![Bson::Binary(Binary {
+            subtype: BinarySubtype::UserDefined(0x80),
+            bytes: vec![],
+        })],
+        vec![Bson::Binary(Binary {
+            subtype: BinarySubtype::Generic,
+            bytes: vec![9],
+        })],
+        vec![Bson::Binary(Binary {
+            subtype: BinarySubtype::Uuid,
+            bytes: vec![1],
+        })],
+        vec![Bson::Binary(Binary {
+            subtype: BinarySubtype::Generic,
+            bytes: vec![0, 0],
+        })],
+        vec![Bson::ObjectId(ObjectId::from_bytes([0; 12]))],
+        vec![Bson::ObjectId(ObjectId::from_bytes([1; 12]))],
+        vec![Bson::Boolean(false)],
+        vec![Bson::Boolean(true)],
+        vec![Bson::DateTime(DateTime::from_millis(-1))],
+        vec![Bson::DateTime(DateTime::from_millis(0))],
+        vec![Bson::Timestamp(Timestamp {
+            time: 1,
+            increment: 9,
+        })],
+        vec![Bson::Timestamp(Timestamp {
+            time: 2,
+            increment: 0,
+        })],
+        vec![Bson::RegularExpression(Regex {
+            pattern: "a".into(),
+            options: "i".into(),
+        })],
+        vec![db_pointer("db.c", [0; 12])],
+        vec![Bson::JavaScriptCode("f()".into())],
+        vec![Bson::JavaScriptCodeWithScope(JavaScriptCodeWithScope {
+            code: "f()".into(),
+            scope: doc! { "x": 1 },
+        })],
+        vec![Bson::MaxKey],
+    ]
+}
+
+#[test]
+fn cross_type_order_and_encoding_agree() {
+    let groups = ordered_groups();
+    for (i, gi) in groups.iter().enumerate() {
+        for (j, gj) in groups.iter().enumerate() {
+            for a in gi {
+                for b in gj {
+                    let want = i.cmp(&j);
+                    assert_eq!(cmp(a, b), want, "compare({a:?}, {b:?})");
+                    assert_eq!(enc(a).cmp(&enc(b)), want, "encodings of {a:?}, {b:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_value_decodes_to_an_equal_value() {
+    for v in ordered_groups().iter().flatten() {
+        let bytes = enc(v);
+        let (back, used) = decode_value(&bytes).expect("decodes");
+        assert_eq!(used, bytes.len(), "{v:?}");
+        assert_eq!(enc(&back), bytes, "{v:?} came back as {back:?}");
+    }
+}
+
+#[test]
+fn ids() {
+    let oid = ObjectId::from_bytes([7; 12]);
+    for (id, back) in [
+        (Bson::Int32(5), Bson::Int64(5)),
+        (Bson::Int64(i64::MIN), Bson::Int64(i64::MIN)),
+        (Bson::Int64(i64::MAX), Bson::Int64(i64::MAX)),
+        (Bson::String("a\0b".into()), Bson::String("a\0b".into())),
+        (Bson::ObjectId(oid), Bson::ObjectId(oid)),
+    ] {
+        let bytes = encode_id(&id).expect("valid id");
+        assert_eq!(bytes, enc(&id));
+        assert_eq!(decode_value(&bytes).expect("decodes"), (back, bytes.len()));
+    }
+    let err = encode_id(&Bson::Double(1.5)).expect_err("doubles are not ids");
+    assert!(err.to_string().contains("double"), "{err}");
+    assert!(matches!(
+        encode_id(&Bson::Array(vec![])),
+        Err(ValueError::UnsupportedIdType { found: "array" })
+    ));
+}
+
+#[test]
+fn decode_rejects_bad_bytes() {
+    for bad in [
+        &[][..],
+        &[0x01],
+        &[TypeBracket::String.tag(), b'a'],
+        &[TypeBracket::Number.tag(), 1],
+    ] {
+        assert!(decode_value(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn key_successor_bounds_a_prefix() {
+    assert_eq!(key_successor(&[1, 2]), Some(vec![1, 3]));
+    assert_eq!(key_successor(&[1, 0xFF]), Some(vec![2]));
+    assert_eq!(key_successor(&[0xFF]), None);
+    let five = enc(&Bson::Int32(5));
+    let succ = key_successor(&five).expect("bounded");
+    let mut key = five.clone();
+    key.extend_from_slice(&encode_id(&Bson::Int32(i32::MAX)).expect("id"));
+    assert!(key < succ && enc(&Bson::Double(5.000001)) >= succ);
+}
+
+// ---- property tests --------------------------------------------------------------------
+
+fn int64() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        -3i64..3,
+        ((1i64 << 53) - 3)..((1i64 << 53) + 3),
+        (-(1i64 << 53) - 3)..(-(1i64 << 53) + 3),
+        (i64::MAX - 2050)..=i64::MAX,
+        i64::MIN..(i64::MIN + 2050),
+        any::<i64>(),
+    ]
+}
+
+fn double() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        prop::sample::select(vec![
+            0.0,
+            -0.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            f64::from_bits(1),
+            -f64::from_bits(1),
+            f64::MAX,
+            f64::MIN,
+            0.5,
+            -1.5,
+            9_223_372_036_854_775_808.0,
+            -9_223_372_036_854_775_808.0,
+            9_223_372_036_854_774_784.0,
+        ]),
+        int64().prop_map(|i| i as f64),
+        (-4i32..4).prop_map(f64::from),
+        any::<u64>().prop_map(f64::from_bits),
+    ]
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop::sample::select(vec!['a', 'b', '\0', '\u{1}', 'é', '\u{ff}']),
+        0..4,
+    )
+    .prop_map(|c| c.into_iter().collect())
+}
+
+fn leaf() -> impl Strategy<Value = Bson> {
+    prop_oneof![
+        Just(Bson::Null),
+        Just(Bson::Undefined),
+        Just(Bson::MinKey),
+        Just(Bson::MaxKey),
+        any::<bool>().prop_map(Bson::Boolean),
+        prop_oneof![-3i32..3, any::<i32>()].prop_map(Bson::Int32),
+        int64().prop_map(Bson::Int64),
+        double().prop_map(Bson::Double),
+        double().prop_map(Bson::Double),
+        text().prop_map(Bson::String),
+        text().prop_map(Bson::Symbol),
+        text().prop_map(Bson::JavaScriptCode),
+        (0u8..3).prop_map(|b| Bson::ObjectId(ObjectId::from_bytes([b; 12]))),
+        (
+            prop::sample::select(vec![0u8, 4, 0x80]),
+            prop::collection::vec(0u8..3, 0..3)
+        )
+            .prop_map(|(t, bytes)| Bson::Binary(Binary {
+                subtype: BinarySubtype::from(t),
+                bytes
+            })),
+        prop_oneof![-2i64..2, any::<i64>()].prop_map(|m| Bson::DateTime(DateTime::from_millis(m))),
+        (0u32..3, 0u32..3).prop_map(|(time, increment)| Bson::Timestamp(Timestamp { time, increment })),
+        (text(), prop::sample::select(vec!["", "i", "im"])).prop_map(|(pattern, o)| {
+            Bson::RegularExpression(Regex {
+                pattern: pattern.replace('\0', ""),
+                options: o.into(),
+            })
+        }),
+        (
+            any::<bool>(),
+            prop_oneof![0u128..30, Just(10u128.pow(34) - 1), Just(10u128.pow(34))],
+            -3i32..3
+        )
+            .prop_map(|(n, c, e)| dec(n, c, e)),
+        any::<u128>().prop_map(|x| Bson::Decimal128(Decimal128::from_bytes(x.to_le_bytes()))),
+        (0u8..2).prop_map(|b| db_pointer("db.c", [b; 12])),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Bson> {
+    leaf().prop_recursive(3, 24, 4, |inner| {
+        let key = prop::sample::select(vec!["", "a", "b", "ab"]);
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Bson::Array),
+            prop::collection::vec((key, inner.clone()), 0..4)
+                .prop_map(|kv| Bson::Document(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())),
+            (text(), prop::collection::vec(inner, 0..2)).prop_map(|(code, vs)| {
+                let scope = vs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| (i.to_string(), v))
+                    .collect();
+                Bson::JavaScriptCodeWithScope(JavaScriptCodeWithScope { code, scope })
+            }),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn encoding_orders_like_compare(a in value(), b in value()) {
+        let (ea, eb) = (enc(&a), enc(&b));
+        prop_assert_eq!(cmp(&a, &b), ea.cmp(&eb), "{:?} vs {:?}", a, b);
+        prop_assert_eq!(cmp(&a, &b), cmp(&b, &a).reverse());
+        prop_assert_eq!(cmp(&a, &a), Ordering::Equal);
+    }
+
+    #[test]
+    fn concatenations_order_like_tuples(a in value(), b in value(), c in value(), d in value()) {
+        let mut ab = enc(&a);
+        ab.extend(enc(&b));
+        let mut cd = enc(&c);
+        cd.extend(enc(&d));
+        prop_assert_eq!(ab.cmp(&cd), cmp(&a, &c).then(cmp(&b, &d)));
+        // Self-delimiting: decoding the pair stops exactly where `a` ends.
+        let (_, used) = decode_value(&ab).expect("decodes");
+        prop_assert_eq!(used, enc(&a).len());
+    }
+
+    #[test]
+    fn decoding_is_equal_to_the_original(v in value()) {
+        let bytes = enc(&v);
+        let (back, used) = decode_value(&bytes).expect("decodes");
+        prop_assert_eq!(used, bytes.len());
+        prop_assert_eq!(enc(&back), bytes.clone());
+        prop_assert_eq!(encode_key_value(&v).expect("encodes"), bytes);
+    }
+
+    #[test]
+    fn ids_round_trip(id in prop_oneof![
+        any::<i32>().prop_map(Bson::Int32),
+        int64().prop_map(Bson::Int64),
+        text().prop_map(Bson::String),
+        any::<[u8; 12]>().prop_map(|b| Bson::ObjectId(ObjectId::from_bytes(b))),
+    ]) {
+        let bytes = encode_id(&id).expect("valid id");
+        let (back, used) = decode_value(&bytes).expect("decodes");
+        prop_assert_eq!(used, bytes.len());
+        let want = match id { Bson::Int32(i) => Bson::Int64(i.into()), other => other };
+        prop_assert_eq!(back, want);
+    }
+}

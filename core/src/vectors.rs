@@ -1,0 +1,255 @@
+//! The vector caches of a collection and the conversions between stored
+//! vector bytes, BSON values and f32 rows.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bson::{Bson, Document};
+use slate_vector::VectorCache;
+
+use crate::catalog::{collection_cf, CollectionConfig, VectorField};
+use crate::keys;
+use crate::store::{Direction, Snapshot};
+use crate::{Database, Error, Result};
+
+/// A snapshot's view of one vector field's cache.
+pub type VectorView = slate_vector::CacheView;
+
+/// A staged change to a vector cache, applied when its commit is published.
+/// Rows are keyed by the document key (`{partition}d:{id}`).
+#[derive(Debug, Clone)]
+pub(crate) enum VectorOp {
+    Upsert(Vec<u8>, Vec<f32>),
+    Delete(Vec<u8>),
+}
+
+/// The caches of one collection's vector fields.
+#[derive(Debug)]
+pub(crate) struct VectorSet {
+    caches: BTreeMap<String, Arc<VectorCache>>,
+}
+
+impl VectorSet {
+    pub(crate) fn new(config: &CollectionConfig) -> Self {
+        let caches = config
+            .vectors
+            .iter()
+            .filter_map(|vf| {
+                VectorCache::new(vf.dim, vf.metric)
+                    .ok()
+                    .map(|c| (vf.field.clone(), Arc::new(c)))
+            })
+            .collect();
+        Self { caches }
+    }
+
+    /// Builds the caches from the `v:` keys in `snap`.
+    pub(crate) fn load(config: &CollectionConfig, snap: &dyn Snapshot) -> Result<Self> {
+        let set = Self::new(config);
+        let cf = collection_cf(&config.name);
+        for vf in &config.vectors {
+            let Some(cache) = set.caches.get(&vf.field) else {
+                continue;
+            };
+            let mut items: Vec<(Vec<u8>, Vec<f32>)> = Vec::new();
+            for part in partitions(config, snap)? {
+                let prefix = keys::vector_prefix(&part, &vf.field);
+                for entry in snap.prefix(&cf, &prefix, Direction::Forward)? {
+                    let (key, bytes) = entry?;
+                    let id = &key[prefix.len()..];
+                    items.push((keys::doc_key(&part, id), f32s_from_le(&bytes)));
+                }
+            }
+            cache.load(items, snap.version()).map_err(|e| Error::Corrupt {
+                what: format!("vector field {:?} of collection {:?}: {e}", vf.field, config.name),
+            })?;
+        }
+        Ok(set)
+    }
+
+    pub(crate) fn view(&self, field: &str, version: u64) -> Option<VectorView> {
+        self.caches.get(field).and_then(|c| c.view(version).ok())
+    }
+
+    pub(crate) fn cache(&self, field: &str) -> Option<&Arc<VectorCache>> {
+        self.caches.get(field)
+    }
+
+    /// Bytes held by the caches.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.caches.values().map(|c| c.memory_bytes()).sum()
+    }
+}
+
+/// The partition prefixes of a collection present in `snap` (one empty prefix
+/// when the collection is not partitioned).
+pub(crate) fn partitions(config: &CollectionConfig, snap: &dyn Snapshot) -> Result<Vec<Vec<u8>>> {
+    if config.partition_key.is_none() {
+        return Ok(vec![Vec::new()]);
+    }
+    let cf = collection_cf(&config.name);
+    let mut out = Vec::new();
+    // Count keys `{P}n:` exist for every partition that ever held a document;
+    // skip from one partition to the next by seeking past its prefix.
+    let mut from: Option<Vec<u8>> = None;
+    loop {
+        let range = crate::store::KeyRange {
+            start: from.clone(),
+            end: None,
+        };
+        let mut iter = snap.range(&cf, &range, Direction::Forward)?;
+        let Some(entry) = iter.next() else { break };
+        let (key, _) = entry?;
+        if key.starts_with(b"m:") {
+            // Multikey markers carry no partition; partitions resume after them.
+            match crate::store::prefix_end(b"m:") {
+                Some(next) => from = Some(next),
+                None => break,
+            }
+            continue;
+        }
+        let Ok((_, n)) = crate::value::decode_value(&key) else {
+            break;
+        };
+        out.push(key[..n].to_vec());
+        match crate::value::key_successor(&key[..n]) {
+            Some(next) => from = Some(next),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+impl Database {
+    /// Applies a commit's vector changes at `version`; runs before the commit
+    /// is published, so no reader sees the documents without their vectors.
+    pub(crate) fn apply_vector_ops(&self, ops: &[(String, String, VectorOp)], version: u64) {
+        let mut by_cache: BTreeMap<(&str, &str), Vec<&VectorOp>> = BTreeMap::new();
+        for (collection, field, op) in ops {
+            by_cache
+                .entry((collection.as_str(), field.as_str()))
+                .or_default()
+                .push(op);
+        }
+        for ((collection, field), ops) in by_cache {
+            let Some(set) = self.vector_set(collection) else {
+                continue;
+            };
+            let Some(cache) = set.cache(field) else { continue };
+            let mut writer = cache.writer();
+            for op in ops {
+                // Vectors were validated when staged; a failure here is a bug.
+                let result = match op {
+                    VectorOp::Upsert(key, v) => writer.upsert(key, v).map(|_| ()),
+                    VectorOp::Delete(key) => {
+                        writer.delete(key);
+                        Ok(())
+                    }
+                };
+                if let Err(e) = result {
+                    log::error!("vector cache {collection}.{field}: {e}");
+                }
+            }
+            if let Err(e) = writer.commit(version) {
+                log::error!("vector cache {collection}.{field}: commit at {version}: {e}");
+            }
+        }
+    }
+}
+
+/// Little-endian f32 bytes as stored under `v:` keys.
+pub(crate) fn f32s_to_le(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The inverse of [`f32s_to_le`]; a trailing partial value is ignored.
+pub fn f32s_from_le(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Removes the vector at `vf.field` from `doc` and checks it: an array of
+/// numbers or a binary of little-endian f32, `dim` long, every value finite.
+/// `Ok(None)` when the field is absent or null.
+pub(crate) fn extract_vector(
+    doc: &mut Document,
+    vf: &VectorField,
+) -> std::result::Result<Option<Vec<f32>>, String> {
+    let Some(value) = take_path(doc, &vf.field) else {
+        return Ok(None);
+    };
+    let v = bson_to_vector(&value)?;
+    match v {
+        None => Ok(None),
+        Some(v) => {
+            slate_vector::check_vector(&v, vf.dim).map_err(|e| e.to_string())?;
+            Ok(Some(v))
+        }
+    }
+}
+
+/// Converts a BSON value to a vector (`None` for null); the caller checks it.
+pub fn bson_to_vector(value: &Bson) -> std::result::Result<Option<Vec<f32>>, String> {
+    match value {
+        Bson::Null => Ok(None),
+        Bson::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, x)| match x {
+                Bson::Double(d) => Ok(*d as f32),
+                Bson::Int32(n) => Ok(*n as f32),
+                Bson::Int64(n) => Ok(*n as f32),
+                other => Err(format!("element {i} is {:?}, not a number", other.element_type())),
+            })
+            .collect::<std::result::Result<Vec<f32>, String>>()
+            .map(Some),
+        Bson::Binary(b) => {
+            if b.bytes.len() % 4 != 0 {
+                return Err(format!(
+                    "binary of {} bytes is not a whole number of f32",
+                    b.bytes.len()
+                ));
+            }
+            Ok(Some(f32s_from_le(&b.bytes)))
+        }
+        other => Err(format!(
+            "{:?} is neither an array of numbers nor a binary of f32",
+            other.element_type()
+        )),
+    }
+}
+
+/// A vector as BSON: an array of doubles.
+pub fn vector_to_bson(v: &[f32]) -> Bson {
+    Bson::Array(v.iter().map(|x| Bson::Double(f64::from(*x))).collect())
+}
+
+/// Removes and returns the value at dot path `path` (through nested documents).
+fn take_path(doc: &mut Document, path: &str) -> Option<Bson> {
+    match path.split_once('.') {
+        None => doc.remove(path),
+        Some((head, rest)) => match doc.get_mut(head)? {
+            Bson::Document(inner) => take_path(inner, rest),
+            _ => None,
+        },
+    }
+}
+
+/// Sets the value at dot path `path`, creating nested documents as needed.
+pub(crate) fn set_path(doc: &mut Document, path: &str, value: Bson) {
+    match path.split_once('.') {
+        None => {
+            doc.insert(path, value);
+        }
+        Some((head, rest)) => {
+            if !matches!(doc.get(head), Some(Bson::Document(_))) {
+                doc.insert(head, Document::new());
+            }
+            if let Some(Bson::Document(inner)) = doc.get_mut(head) {
+                set_path(inner, rest, value);
+            }
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! The database write transaction: documents, their index entries, vectors
+//! and counts, changed together and committed atomically.
+//!
+//! Every operation validates all its input before it changes anything, so an
+//! operation that fails leaves the transaction as it was; dropping the
+//! transaction discards all of it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bson::oid::ObjectId;
+use bson::{Bson, Document, RawDocument};
+
+use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
+use crate::index::entries;
+use crate::keys;
+use crate::read::{read_config, read_count, split_doc_key, CollectionRead, Part, SnapRef};
+use crate::store::{self, Direction};
+use crate::value::encode_id;
+use crate::vectors::{extract_vector, f32s_to_le, VectorOp};
+use crate::{Database, Error, Result};
+
+/// Largest stored document, as in MongoDB.
+pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// The one write transaction of a [`Database`]. Commit with
+/// [`WriteTxn::commit`]; drop to roll back.
+pub struct WriteTxn<'db> {
+    db: &'db Database,
+    txn: store::WriteTxn<'db>,
+    configs: BTreeMap<String, CollectionConfig>,
+    counts: BTreeMap<(String, Vec<u8>), i64>,
+    vector_ops: Vec<(String, String, VectorOp)>,
+}
+
+impl std::fmt::Debug for WriteTxn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteTxn").field("txn", &self.txn).finish()
+    }
+}
+
+/// A document ready to be written: validated, encoded, its entries computed.
+struct Prepared {
+    id: Bson,
+    part: Vec<u8>,
+    id_enc: Vec<u8>,
+    bytes: Vec<u8>,
+    index_keys: BTreeSet<Vec<u8>>,
+    vectors: Vec<(String, Vec<f32>)>,
+    /// Indexed fields at which this document holds an array.
+    multikey: Vec<String>,
+}
+
+impl<'db> WriteTxn<'db> {
+    pub(crate) fn new(db: &'db Database) -> Result<Self> {
+        Ok(Self {
+            db,
+            txn: store::begin_write(db.store.as_ref())?,
+            configs: BTreeMap::new(),
+            counts: BTreeMap::new(),
+            vector_ops: Vec::new(),
+        })
+    }
+
+    fn config(&mut self, name: &str) -> Result<CollectionConfig> {
+        if let Some(c) = self.configs.get(name) {
+            return Ok(c.clone());
+        }
+        let c = read_config(&self.txn, name)?;
+        self.configs.insert(name.to_owned(), c.clone());
+        Ok(c)
+    }
+
+    /// Reads collection `name` as this transaction sees it (its own writes
+    /// included; vector searches see the last commit).
+    pub fn collection(&self, name: &str) -> Result<CollectionRead<'_>> {
+        let config = read_config(&self.txn, name)?;
+        Ok(CollectionRead::new(
+            SnapRef::Borrowed(&self.txn),
+            config,
+            self.db.vector_set(name),
+        ))
+    }
+
+    fn prepare(&self, config: &CollectionConfig, mut doc: Document) -> Result<Prepared> {
+        let id = match doc.get("_id") {
+            Some(id) => id.clone(),
+            None => {
+                let id = Bson::ObjectId(ObjectId::new());
+                let mut with_id = Document::new();
+                with_id.insert("_id", id.clone());
+                with_id.extend(doc);
+                doc = with_id;
+                id
+            }
+        };
+        let collection = &config.name;
+        let id_enc = encode_id(&id).map_err(|e| Error::InvalidId {
+            collection: collection.clone(),
+            reason: e.to_string(),
+        })?;
+        let shown = show(&id);
+        let part = match &config.partition_key {
+            None => Vec::new(),
+            Some(key) => {
+                let value = get_path(&doc, key).ok_or_else(|| Error::InvalidDocument {
+                    collection: collection.clone(),
+                    id: shown.clone(),
+                    reason: format!("partition key {key:?} is missing"),
+                })?;
+                if matches!(value, Bson::Array(_) | Bson::Document(_) | Bson::Null) {
+                    return Err(Error::InvalidDocument {
+                        collection: collection.clone(),
+                        id: shown,
+                        reason: format!("partition key {key:?} must be a scalar"),
+                    });
+                }
+                Part::of(value)?.0
+            }
+        };
+        let mut vectors = Vec::new();
+        for vf in &config.vectors {
+            if let Some(v) = extract_vector(&mut doc, vf).map_err(|reason| Error::InvalidVector {
+                collection: collection.clone(),
+                field: vf.field.clone(),
+                id: shown.clone(),
+                reason,
+            })? {
+                vectors.push((vf.field.clone(), v));
+            }
+        }
+        let bytes = bson::to_vec(&doc).map_err(|e| Error::InvalidDocument {
+            collection: collection.clone(),
+            id: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        if bytes.len() > MAX_DOCUMENT_BYTES {
+            return Err(Error::InvalidDocument {
+                collection: collection.clone(),
+                id: shown,
+                reason: format!(
+                    "{} bytes, more than the {MAX_DOCUMENT_BYTES} allowed",
+                    bytes.len()
+                ),
+            });
+        }
+        let raw = RawDocument::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: e.to_string() })?;
+        let mut index_keys = BTreeSet::new();
+        let mut multikey = Vec::new();
+        for field in &config.indexes {
+            index_keys.extend(entries(&part, field, &id_enc, raw)?);
+            if crate::index::is_multikey(raw, field) {
+                multikey.push(field.clone());
+            }
+        }
+        Ok(Prepared {
+            id,
+            part,
+            id_enc,
+            bytes,
+            index_keys,
+            vectors,
+            multikey,
+        })
+    }
+
+    fn write(&mut self, config: &CollectionConfig, p: &Prepared, old: Option<&Prepared>) -> Result<()> {
+        let cf = collection_cf(&config.name);
+        let dk = keys::doc_key(&p.part, &p.id_enc);
+        let empty = BTreeSet::new();
+        let old_keys = old.map_or(&empty, |o| &o.index_keys);
+        for k in old_keys.difference(&p.index_keys) {
+            self.txn.delete(&cf, k.clone())?;
+        }
+        for k in p.index_keys.difference(old_keys) {
+            self.txn.put(&cf, k.clone(), p.id_enc.clone())?;
+        }
+        self.txn.put(&cf, dk.clone(), p.bytes.clone())?;
+        for field in &p.multikey {
+            let mk = keys::multikey_key(field);
+            if self.txn.get(&cf, &mk)?.is_none() {
+                self.txn.put(&cf, mk, Vec::new())?;
+            }
+        }
+        for vf in &config.vectors {
+            let vk = keys::vector_key(&p.part, &vf.field, &p.id_enc);
+            match p.vectors.iter().find(|(f, _)| *f == vf.field) {
+                Some((_, v)) => {
+                    self.txn.put(&cf, vk, f32s_to_le(v))?;
+                    self.vector_ops.push((
+                        config.name.clone(),
+                        vf.field.clone(),
+                        VectorOp::Upsert(dk.clone(), v.clone()),
+                    ));
+                }
+                None => {
+                    if old.is_some_and(|o| o.vectors.iter().any(|(f, _)| *f == vf.field)) {
+                        self.txn.delete(&cf, vk)?;
+                        self.vector_ops.push((
+                            config.name.clone(),
+                            vf.field.clone(),
+                            VectorOp::Delete(dk.clone()),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn bump_count(&mut self, collection: &str, part: &[u8], delta: i64) {
+        *self
+            .counts
+            .entry((collection.to_owned(), part.to_vec()))
+            .or_default() += delta;
+    }
+
+    /// Inserts `doc` into `collection` and returns its `_id` (an ObjectId is
+    /// generated when the document has none). Fails with `DuplicateId`,
+    /// writing nothing, when the id is taken.
+    pub fn insert(&mut self, collection: &str, doc: Document) -> Result<Bson> {
+        let config = self.config(collection)?;
+        let p = self.prepare(&config, doc)?;
+        let cf = collection_cf(collection);
+        if self.txn.get(&cf, &keys::doc_key(&p.part, &p.id_enc))?.is_some() {
+            return Err(Error::DuplicateId {
+                collection: collection.to_owned(),
+                id: show(&p.id),
+            });
+        }
+        self.write(&config, &p, None)?;
+        self.bump_count(collection, &p.part, 1);
+        Ok(p.id)
+    }
+
+    /// The stored document with `id` in `part`, vectors re-attached, as this
+    /// transaction sees it.
+    pub fn get(&self, collection: &str, part: &Part, id: &Bson) -> Result<Option<Document>> {
+        let read = self.collection(collection)?;
+        match read.get_by_id(part, id)? {
+            None => Ok(None),
+            Some(raw) => Ok(Some(read.materialize_full(&raw)?)),
+        }
+    }
+
+    fn load_old(&self, config: &CollectionConfig, part: &[u8], id_enc: &[u8]) -> Result<Option<Prepared>> {
+        let cf = collection_cf(&config.name);
+        let Some(bytes) = self.txn.get(&cf, &keys::doc_key(part, id_enc))? else {
+            return Ok(None);
+        };
+        let raw = RawDocument::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: e.to_string() })?;
+        let mut index_keys = BTreeSet::new();
+        for field in &config.indexes {
+            index_keys.extend(entries(part, field, id_enc, raw)?);
+        }
+        let mut vectors = Vec::new();
+        for vf in &config.vectors {
+            if let Some(v) = self.txn.get(&cf, &keys::vector_key(part, &vf.field, id_enc))? {
+                vectors.push((vf.field.clone(), crate::vectors::f32s_from_le(&v)));
+            }
+        }
+        let id = raw
+            .get("_id")
+            .ok()
+            .flatten()
+            .and_then(|v| v.to_raw_bson().try_into().ok())
+            .unwrap_or(Bson::Null);
+        Ok(Some(Prepared {
+            id,
+            part: part.to_vec(),
+            id_enc: id_enc.to_vec(),
+            bytes: bytes.into_owned(),
+            index_keys,
+            vectors,
+            multikey: Vec::new(),
+        }))
+    }
+
+    /// Replaces the document with `_id` `id` in `part` by `doc` (whose `_id`,
+    /// if present, must be `id`, and whose partition must be `part`). Returns
+    /// whether a document was replaced; `false` changes nothing.
+    pub fn replace(&mut self, collection: &str, part: &Part, id: &Bson, doc: Document) -> Result<bool> {
+        let config = self.config(collection)?;
+        let id_enc = encode_id(id).map_err(|e| Error::InvalidId {
+            collection: collection.to_owned(),
+            reason: e.to_string(),
+        })?;
+        self.replace_encoded(&config, &part.0, &id_enc, id, doc)
+    }
+
+    /// Replaces the document stored under `doc_key` (as found by a query).
+    pub fn replace_key(&mut self, collection: &str, doc_key: &[u8], doc: Document) -> Result<bool> {
+        let config = self.config(collection)?;
+        let (part, id_enc) = split_doc_key(&config, doc_key)?;
+        let (id, _) = crate::value::decode_value(id_enc).map_err(|e| Error::Corrupt {
+            what: format!("document key {}: {e}", crate::KeyDisplay(doc_key)),
+        })?;
+        let id = match doc.get("_id") {
+            // Keep the caller's exact type (1i32 and 1i64 are the same id).
+            Some(given) if encode_id(given).ok().as_deref() == Some(id_enc) => given.clone(),
+            _ => id,
+        };
+        self.replace_encoded(&config, part, id_enc, &id, doc)
+    }
+
+    fn replace_encoded(
+        &mut self,
+        config: &CollectionConfig,
+        part: &[u8],
+        id_enc: &[u8],
+        id: &Bson,
+        mut doc: Document,
+    ) -> Result<bool> {
+        let collection = &config.name;
+        match doc.get("_id") {
+            None => {
+                let mut with_id = Document::new();
+                with_id.insert("_id", id.clone());
+                with_id.extend(doc);
+                doc = with_id;
+            }
+            Some(other) if encode_id(other).ok().as_deref() != Some(id_enc) => {
+                return Err(Error::InvalidDocument {
+                    collection: collection.clone(),
+                    id: show(id),
+                    reason: format!("a replacement cannot change _id (to {})", show(other)),
+                });
+            }
+            Some(_) => {}
+        }
+        let Some(old) = self.load_old(config, part, id_enc)? else {
+            return Ok(false);
+        };
+        let p = self.prepare(config, doc)?;
+        if p.part != part {
+            return Err(Error::InvalidDocument {
+                collection: collection.clone(),
+                id: show(id),
+                reason: "a replacement cannot move a document to another partition".into(),
+            });
+        }
+        self.write(config, &p, Some(&old))?;
+        Ok(true)
+    }
+
+    /// Deletes the document with `_id` `id` in `part`; returns whether there was one.
+    pub fn delete(&mut self, collection: &str, part: &Part, id: &Bson) -> Result<bool> {
+        let config = self.config(collection)?;
+        let id_enc = encode_id(id).map_err(|e| Error::InvalidId {
+            collection: collection.to_owned(),
+            reason: e.to_string(),
+        })?;
+        self.delete_encoded(&config, &part.0, &id_enc)
+    }
+
+    /// Deletes the document stored under `doc_key` (as found by a query).
+    pub fn delete_key(&mut self, collection: &str, doc_key: &[u8]) -> Result<bool> {
+        let config = self.config(collection)?;
+        let (part, id) = split_doc_key(&config, doc_key)?;
+        self.delete_encoded(&config, part, id)
+    }
+
+    fn delete_encoded(&mut self, config: &CollectionConfig, part: &[u8], id_enc: &[u8]) -> Result<bool> {
+        let Some(old) = self.load_old(config, part, id_enc)? else {
+            return Ok(false);
+        };
+        let cf = collection_cf(&config.name);
+        let dk = keys::doc_key(part, id_enc);
+        for k in &old.index_keys {
+            self.txn.delete(&cf, k.clone())?;
+        }
+        for (field, _) in &old.vectors {
+            self.txn.delete(&cf, keys::vector_key(part, field, id_enc))?;
+            self.vector_ops
+                .push((config.name.clone(), field.clone(), VectorOp::Delete(dk.clone())));
+        }
+        self.txn.delete(&cf, dk)?;
+        self.bump_count(&config.name, part, -1);
+        Ok(true)
+    }
+
+    /// Creates an index on `field` over the documents already there, in this
+    /// transaction. Fails with `IndexExists` if the field is indexed.
+    pub fn create_index(&mut self, collection: &str, field: &str) -> Result<()> {
+        let mut config = self.config(collection)?;
+        if config.indexes.iter().any(|f| f == field) {
+            return Err(Error::IndexExists {
+                collection: collection.to_owned(),
+                field: field.to_owned(),
+            });
+        }
+        config.indexes.push(field.to_owned());
+        config.validate()?;
+        let cf = collection_cf(collection);
+        let mut new_entries = Vec::new();
+        let mut multikey = false;
+        for item in self
+            .txn
+            .range(&cf, &crate::store::KeyRange::all(), Direction::Forward)?
+        {
+            let (key, bytes) = item?;
+            let Ok((part, id)) = split_doc_key(&config, &key) else {
+                continue;
+            };
+            let raw = RawDocument::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: e.to_string() })?;
+            for k in entries(part, field, id, raw)? {
+                new_entries.push((k, id.to_vec()));
+            }
+            multikey |= crate::index::is_multikey(raw, field);
+        }
+        if multikey {
+            self.txn.put(&cf, keys::multikey_key(field), Vec::new())?;
+        }
+        for (k, id) in new_entries {
+            self.txn.put(&cf, k, id)?;
+        }
+        self.save_config(config)
+    }
+
+    /// Drops the index on `field` and its entries.
+    pub fn drop_index(&mut self, collection: &str, field: &str) -> Result<()> {
+        let mut config = self.config(collection)?;
+        let Some(pos) = config.indexes.iter().position(|f| f == field) else {
+            return Err(Error::UnknownIndex {
+                collection: collection.to_owned(),
+                field: field.to_owned(),
+            });
+        };
+        config.indexes.remove(pos);
+        let cf = collection_cf(collection);
+        let parts = crate::vectors::partitions(&config, &self.txn)?;
+        for part in parts {
+            self.txn.delete_range(
+                &cf,
+                crate::store::KeyRange::prefix(&keys::index_prefix(&part, field)),
+            )?;
+        }
+        self.txn.delete(&cf, keys::multikey_key(field))?;
+        self.save_config(config)
+    }
+
+    fn save_config(&mut self, config: CollectionConfig) -> Result<()> {
+        let bytes =
+            bson::to_vec(&config.to_document()).map_err(|e| Error::Corrupt { what: e.to_string() })?;
+        self.txn.put(CATALOG_CF, config.name.as_bytes(), bytes)?;
+        self.configs.insert(config.name.clone(), config);
+        Ok(())
+    }
+
+    /// Discards every change (the same as dropping the transaction).
+    pub fn rollback(self) {}
+
+    /// Commits everything atomically; returns the commit version.
+    pub fn commit(mut self) -> Result<u64> {
+        for ((collection, part), delta) in std::mem::take(&mut self.counts) {
+            if delta == 0 {
+                continue;
+            }
+            let cf = collection_cf(&collection);
+            let key = keys::count_key(&part);
+            let n = read_count(self.txn.get(&cf, &key)?.as_deref())?;
+            let n = (n as i64 + delta).max(0) as u64;
+            self.txn.put(&cf, key, n.to_le_bytes().to_vec())?;
+        }
+        let db = self.db;
+        let ops = std::mem::take(&mut self.vector_ops);
+        self.txn.commit_with(|version| db.apply_vector_ops(&ops, version))
+    }
+}
+
+/// A value as it appears in messages: relaxed extended JSON.
+pub(crate) fn show(v: &Bson) -> String {
+    v.clone().into_relaxed_extjson().to_string()
+}
+
+/// The value at dot path `path` in `doc`, through nested documents only.
+pub(crate) fn get_path<'d>(doc: &'d Document, path: &str) -> Option<&'d Bson> {
+    let mut parts = path.split('.');
+    let mut cur = doc.get(parts.next()?)?;
+    for p in parts {
+        cur = cur.as_document()?.get(p)?;
+    }
+    Some(cur)
+}

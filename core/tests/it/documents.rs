@@ -1,0 +1,374 @@
+//! Collections and documents on both backends: ids, duplicates, indexes kept
+//! in step, partitions, vectors refused or stored, integrity after random writes.
+
+use std::sync::Arc;
+
+use bson::{doc, Bson, Document};
+use proptest::prelude::*;
+use slate_core::{check_integrity, CollectionConfig, Database, Error, MemoryStore, Metric, Part, RocksStore};
+
+fn databases() -> Vec<(Database, Option<tempfile::TempDir>)> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rocks = RocksStore::builder(dir.path()).sync(false).open().expect("rocks");
+    vec![
+        (
+            Database::open(Arc::new(MemoryStore::new())).expect("memory db"),
+            None,
+        ),
+        (Database::open(Arc::new(rocks)).expect("rocks db"), Some(dir)),
+    ]
+}
+
+fn integrity(db: &Database, name: &str) {
+    let config = db.collection_config(name).expect("config");
+    let problems = check_integrity(db.read().snapshot(), &config).expect("check");
+    assert!(problems.is_empty(), "integrity problems: {problems:#?}");
+}
+
+#[test]
+fn insert_get_replace_delete_keep_indexes_in_step() {
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("people").index("age").index("tags"))
+            .expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        let id = txn
+            .insert("people", doc! { "name": "ann", "age": 31, "tags": ["a", "b"] })
+            .expect("insert");
+        assert!(
+            matches!(id, Bson::ObjectId(_)),
+            "an ObjectId is generated when _id is absent"
+        );
+        txn.insert("people", doc! { "_id": 7, "name": "bob" })
+            .expect("insert");
+        txn.insert("people", doc! { "_id": "x", "name": "cy", "age": 5.5 })
+            .expect("insert");
+        txn.commit().expect("commit");
+        integrity(&db, "people");
+
+        let read = db.read();
+        let people = read.collection("people").expect("collection");
+        let part = Part::none();
+        assert_eq!(people.count(&part).expect("count"), 3);
+        // 7, 7i64 and 7.0 are the same id.
+        for id in [Bson::Int32(7), Bson::Int64(7)] {
+            let d = people.get_by_id(&part, &id).expect("get").expect("found");
+            assert_eq!(d.raw().expect("raw").get_str("name").expect("name"), "bob");
+        }
+        // Missing field indexes as null: bob is found under age = null.
+        let mut null = Vec::new();
+        slate_core::value::encode_value(bson::RawBsonRef::Null, &mut null);
+        let hits: Vec<_> = people
+            .index_scan(&part, "age", Some((&null, true)), Some((&null, true)))
+            .expect("scan")
+            .collect::<Result<_, _>>()
+            .expect("keys");
+        assert_eq!(hits.len(), 1);
+        drop(people);
+        drop(read);
+
+        let mut txn = db.begin_write().expect("txn");
+        assert!(txn
+            .replace(
+                "people",
+                &part,
+                &Bson::Int32(7),
+                doc! { "name": "bob", "age": 40, "tags": ["z"] }
+            )
+            .expect("replace"));
+        assert!(!txn
+            .replace("people", &part, &Bson::Int32(99), doc! { "name": "nobody" })
+            .expect("replace"));
+        let err = txn
+            .replace("people", &part, &Bson::Int32(7), doc! { "_id": 8, "name": "bob" })
+            .unwrap_err();
+        assert!(err.to_string().contains("cannot change _id"), "{err}");
+        assert!(txn.delete("people", &part, &id).expect("delete"));
+        assert!(!txn.delete("people", &part, &id).expect("delete twice"));
+        txn.commit().expect("commit");
+        integrity(&db, "people");
+        let read = db.read();
+        let people = read.collection("people").expect("collection");
+        assert_eq!(people.count(&part).expect("count"), 2);
+        assert!(people.is_multikey("tags").expect("multikey"));
+        assert!(!people.is_multikey("age").expect("multikey"));
+    }
+}
+
+#[test]
+fn a_duplicate_id_fails_the_whole_transaction_and_writes_nothing() {
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("c").index("k"))
+            .expect("create");
+        let before = db.read().version();
+        let result = (|| -> Result<(), Error> {
+            let mut txn = db.begin_write()?;
+            txn.insert("c", doc! { "_id": 1, "k": 1 })?;
+            txn.insert("c", doc! { "_id": 2, "k": 2 })?;
+            txn.insert("c", doc! { "_id": 1i64, "k": 3 })?;
+            txn.commit()?;
+            Ok(())
+        })();
+        match result {
+            Err(Error::DuplicateId { collection, id }) => {
+                assert_eq!(collection, "c");
+                assert_eq!(id, "1");
+            }
+            other => panic!("expected DuplicateId, got {other:?}"),
+        }
+        assert_eq!(db.read().version(), before, "nothing was committed");
+        assert_eq!(
+            db.read()
+                .collection("c")
+                .expect("c")
+                .count(&Part::none())
+                .expect("count"),
+            0
+        );
+        integrity(&db, "c");
+    }
+}
+
+#[test]
+fn bad_ids_documents_and_collections_are_refused_with_names() {
+    let (db, _dir) = databases().remove(0);
+    db.create_collection(CollectionConfig::new("c")).expect("create");
+    assert!(matches!(
+        db.create_collection(CollectionConfig::new("c")),
+        Err(Error::CollectionExists { .. })
+    ));
+    let mut txn = db.begin_write().expect("txn");
+    let err = txn.insert("c", doc! { "_id": 1.5 }).unwrap_err();
+    assert!(matches!(err, Error::InvalidId { .. }), "{err}");
+    assert!(err.to_string().contains("double"), "{err}");
+    let err = txn.insert("nope", doc! { "_id": 1 }).unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownCollection { ref name } if name == "nope"),
+        "{err}"
+    );
+    drop(txn);
+    assert!(matches!(
+        db.drop_collection("nope"),
+        Err(Error::UnknownCollection { .. })
+    ));
+    assert!(matches!(
+        db.create_collection(CollectionConfig::new("__sys")),
+        Err(Error::InvalidCollectionName { .. })
+    ));
+}
+
+#[test]
+fn vectors_are_validated_stored_apart_and_never_half_written() {
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("v").vector("emb", 3, Metric::L2))
+            .expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        txn.insert("v", doc! { "_id": 1, "emb": [1.0, 2.0, 3.0] })
+            .expect("array of numbers");
+        txn.insert("v", doc! { "_id": 2, "emb": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: [1f32, 0.0, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect() } }).expect("binary f32");
+        txn.insert("v", doc! { "_id": 3, "other": 1 }).expect("no vector");
+        for (bad, why) in [
+            (doc! { "_id": 4, "emb": [1.0, 2.0] }, "expected 3"),
+            (doc! { "_id": 5, "emb": [1.0, f64::NAN, 3.0] }, "not a finite"),
+            (doc! { "_id": 6, "emb": [1.0, "x", 3.0] }, "not a number"),
+            (doc! { "_id": 7, "emb": "nope" }, "neither"),
+        ] {
+            let err = txn.insert("v", bad).unwrap_err();
+            let msg = err.to_string();
+            assert!(matches!(err, Error::InvalidVector { .. }), "{msg}");
+            assert!(msg.contains("emb") && msg.contains(why), "{msg}");
+        }
+        txn.commit().expect("commit");
+        let read = db.read();
+        let v = read.collection("v").expect("v");
+        assert_eq!(
+            v.count(&Part::none()).expect("count"),
+            3,
+            "refused documents were not written"
+        );
+        let d = v
+            .get_by_id(&Part::none(), &Bson::Int32(1))
+            .expect("get")
+            .expect("found");
+        assert!(
+            d.raw().expect("raw").get("emb").expect("raw").is_none(),
+            "the vector is not inside the stored document"
+        );
+        let full = v.materialize_full(&d).expect("materialize");
+        assert_eq!(full.get_array("emb").expect("emb").len(), 3);
+        let view = v.vectors("emb").expect("view");
+        assert_eq!(view.len(), 2);
+        assert!(matches!(v.vectors("nope"), Err(Error::UnknownVectorField { .. })));
+    }
+}
+
+#[test]
+fn partitions_keep_each_tenants_keys_apart() {
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("t").index("status").partition_key("tenant"))
+            .expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        for tenant in ["acme", "bolt", "core"] {
+            for i in 0..10 {
+                txn.insert(
+                    "t",
+                    doc! { "_id": i, "tenant": tenant, "status": if i % 2 == 0 { "a" } else { "b" } },
+                )
+                .expect("insert");
+            }
+        }
+        let err = txn.insert("t", doc! { "_id": 99 }).unwrap_err();
+        assert!(err.to_string().contains("partition key"), "{err}");
+        txn.commit().expect("commit");
+        integrity(&db, "t");
+        let read = db.read();
+        let t = read.collection("t").expect("t");
+        assert!(
+            t.part(None).is_err(),
+            "a partitioned collection needs a partition named"
+        );
+        let bolt = t.part(Some(&Bson::String("bolt".into()))).expect("part");
+        assert_eq!(t.count(&bolt).expect("count"), 10);
+        let docs: Vec<Document> = t
+            .scan(&bolt)
+            .expect("scan")
+            .map(|d| Document::try_from(d.expect("doc").raw().expect("raw")).expect("doc"))
+            .collect();
+        assert_eq!(docs.len(), 10);
+        assert!(docs.iter().all(|d| d.get_str("tenant") == Ok("bolt")));
+        // The same _id lives in each partition separately.
+        assert!(t.get_by_id(&bolt, &Bson::Int32(3)).expect("get").is_some());
+        let nobody = t.part(Some(&Bson::String("zed".into()))).expect("part");
+        assert_eq!(t.scan(&nobody).expect("scan").count(), 0);
+    }
+}
+
+#[test]
+fn create_index_over_existing_documents_and_drop_it() {
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("c")).expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        for i in 0..50 {
+            txn.insert("c", doc! { "_id": i, "n": i % 7, "arr": [i, i + 1] })
+                .expect("insert");
+        }
+        txn.commit().expect("commit");
+        let mut txn = db.begin_write().expect("txn");
+        txn.create_index("c", "n").expect("index n");
+        txn.create_index("c", "arr").expect("index arr");
+        assert!(matches!(
+            txn.create_index("c", "n"),
+            Err(Error::IndexExists { .. })
+        ));
+        txn.commit().expect("commit");
+        integrity(&db, "c");
+        let mut txn = db.begin_write().expect("txn");
+        txn.drop_index("c", "arr").expect("drop");
+        assert!(matches!(
+            txn.drop_index("c", "arr"),
+            Err(Error::UnknownIndex { .. })
+        ));
+        txn.commit().expect("commit");
+        integrity(&db, "c");
+        assert_eq!(
+            db.collection_config("c").expect("config").indexes,
+            vec!["n".to_owned()]
+        );
+    }
+}
+
+#[test]
+fn collections_and_vectors_survive_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Database::open(Arc::new(RocksStore::open(dir.path()).expect("open"))).expect("db");
+        db.create_collection(CollectionConfig::new("v").index("k").vector("e", 2, Metric::Dot))
+            .expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        for i in 0..100 {
+            txn.insert("v", doc! { "_id": i, "k": i % 3, "e": [i as f64, 1.0] })
+                .expect("insert");
+        }
+        txn.commit().expect("commit");
+        let mut txn = db.begin_write().expect("txn");
+        txn.delete("v", &Part::none(), &Bson::Int32(5)).expect("delete");
+        txn.commit().expect("commit");
+    }
+    let db = Database::open(Arc::new(RocksStore::open(dir.path()).expect("reopen"))).expect("db");
+    assert_eq!(db.list_collections().expect("list"), vec!["v".to_owned()]);
+    let read = db.read();
+    let v = read.collection("v").expect("v");
+    assert_eq!(v.count(&Part::none()).expect("count"), 99);
+    assert_eq!(
+        v.vectors("e").expect("view").len(),
+        99,
+        "the cache is rebuilt from the v: keys"
+    );
+    integrity(&db, "v");
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(i32, i32, Vec<i32>),
+    Replace(i32, i32),
+    Delete(i32),
+    Commit,
+    Rollback,
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        4 => (0..20i32, 0..5i32, proptest::collection::vec(0..4i32, 0..3)).prop_map(|(i, k, a)| Op::Insert(i, k, a)),
+        2 => (0..20i32, 0..5i32).prop_map(|(i, k)| Op::Replace(i, k)),
+        2 => (0..20i32).prop_map(Op::Delete),
+        2 => Just(Op::Commit),
+        1 => Just(Op::Rollback),
+    ];
+    proptest::collection::vec(op, 1..40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    #[test]
+    fn index_integrity_holds_after_random_write_sequences(ops in ops()) {
+        for (db, _dir) in databases() {
+            db.create_collection(CollectionConfig::new("r").index("k").index("a").index("m.x")).expect("create");
+            let mut model = std::collections::BTreeMap::new();
+            let mut committed = model.clone();
+            let mut txn = Some(db.begin_write().expect("txn"));
+            for op in &ops {
+                let t = txn.as_mut().expect("txn");
+                match op {
+                    Op::Insert(i, k, a) => {
+                        let r = t.insert("r", doc! { "_id": *i, "k": *k, "a": a.clone(), "m": { "x": *k % 2 } });
+                        prop_assert_eq!(r.is_ok(), !model.contains_key(i));
+                        model.entry(*i).or_insert(*k);
+                    }
+                    Op::Replace(i, k) => {
+                        let r = t.replace("r", &Part::none(), &Bson::Int32(*i), doc! { "k": *k }).expect("replace");
+                        prop_assert_eq!(r, model.contains_key(i));
+                        if r { model.insert(*i, *k); }
+                    }
+                    Op::Delete(i) => {
+                        let r = t.delete("r", &Part::none(), &Bson::Int32(*i)).expect("delete");
+                        prop_assert_eq!(r, model.remove(i).is_some());
+                    }
+                    Op::Commit => {
+                        txn.take().expect("txn").commit().expect("commit");
+                        committed = model.clone();
+                        txn = Some(db.begin_write().expect("txn"));
+                    }
+                    Op::Rollback => {
+                        txn.take().expect("txn").rollback();
+                        model = committed.clone();
+                        txn = Some(db.begin_write().expect("txn"));
+                    }
+                }
+            }
+            drop(txn);
+            integrity(&db, "r");
+            let read = db.read();
+            let r = read.collection("r").expect("r");
+            prop_assert_eq!(r.count(&Part::none()).expect("count"), committed.len() as u64);
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! RocksStore specifics: data survives close and reopen; the builder's options.
+
+use slate_core::{begin_write, Direction, KeyRange, RocksStore, Store};
+
+#[test]
+fn reopen_after_close_keeps_committed_data_and_column_families() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = RocksStore::open(dir.path()).expect("open");
+        assert!(store.is_sync(), "sync is the default");
+        store.create_cf("docs").expect("create");
+        store.create_cf("other").expect("create");
+        let mut txn = store.begin_write().expect("txn");
+        for i in 0..1000u32 {
+            txn.put("docs", i.to_be_bytes().to_vec(), vec![7; 100])
+                .expect("put");
+        }
+        txn.put("other", b"k".to_vec(), b"v".to_vec()).expect("put");
+        txn.commit().expect("commit");
+        let mut lost = store.begin_write().expect("txn");
+        lost.put("docs", b"uncommitted".to_vec(), b"x".to_vec())
+            .expect("put");
+        drop(lost);
+    }
+    let store = RocksStore::open(dir.path()).expect("reopen");
+    assert_eq!(store.list_cfs(), vec!["docs".to_owned(), "other".to_owned()]);
+    let snap = store.snapshot();
+    let n = snap
+        .range("docs", &KeyRange::all(), Direction::Forward)
+        .expect("range")
+        .count();
+    assert_eq!(n, 1000);
+    assert_eq!(snap.get("other", b"k").expect("get").as_deref(), Some(&b"v"[..]));
+    assert!(snap.get("docs", b"uncommitted").expect("get").is_none());
+}
+
+#[test]
+fn open_without_create_if_missing_fails_on_an_empty_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let result = RocksStore::builder(dir.path().join("absent"))
+        .create_if_missing(false)
+        .open();
+    assert!(result.is_err(), "opened a database that does not exist");
+}
+
+#[test]
+fn flush_then_reads_come_from_sst_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = RocksStore::builder(dir.path())
+        .sync(false)
+        .block_cache_bytes(1 << 20)
+        .open()
+        .expect("open");
+    store.create_cf("c").expect("create");
+    let mut txn = begin_write(&store).expect("txn");
+    for i in 0..500u32 {
+        txn.put("c", i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec())
+            .expect("put");
+    }
+    txn.commit().expect("commit");
+    store.flush().expect("flush");
+    let snap = store.snapshot();
+    let keys: Vec<&[u8]> = vec![&[0, 0, 1, 0], &[0, 0, 0, 5], &[9, 9, 9, 9]];
+    let got = snap.multi_get("c", &keys).expect("multi_get");
+    assert_eq!(got[0].as_deref(), Some(&256u32.to_le_bytes()[..]));
+    assert_eq!(got[1].as_deref(), Some(&5u32.to_le_bytes()[..]));
+    assert!(got[2].is_none());
+}

@@ -1,0 +1,356 @@
+//! `Cursor`: a lazy iterator over a find's documents.
+//!
+//! Unsorted plans stream: a scan resumes from the last key it read, an index
+//! plan walks the key list its ID tier produced, and each call to `next`
+//! reads, filters and projects one batch. Sorted plans read and filter every
+//! candidate once, keeping owned bytes only for documents that can still
+//! enter the result (a bounded heap when a limit follows), then project
+//! lazily. Records failing the filter are never copied or materialised.
+
+use std::collections::{BTreeSet, HashSet, VecDeque};
+
+use bson::Document;
+use slate_core::{CollectionRead, Part, RawDoc};
+
+use super::sort::{sort_key, Keyed, Sorter};
+use crate::plan::{MergeOp, Plan, Source};
+use crate::Result;
+
+/// Documents read per batch.
+const BATCH: usize = 256;
+
+enum State {
+    /// Scanning partition `part` from key `from`.
+    Scan { part: usize, from: Option<Vec<u8>> },
+    /// Reading the keys the ID tier produced.
+    Keys { keys: Vec<Vec<u8>>, pos: usize },
+    /// Projecting sorted documents `(key, bytes)`.
+    Sorted { docs: std::vec::IntoIter<(Vec<u8>, Vec<u8>)> },
+    Done,
+}
+
+/// Counters of one execution, for `explain` after a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExecStats {
+    /// Keys produced by the ID tier.
+    pub keys: u64,
+    /// Documents read (bytes fetched).
+    pub docs_read: u64,
+    /// Documents that passed the filter.
+    pub matched: u64,
+}
+
+/// A lazy iterator over the results of a plan.
+pub struct Cursor<'t> {
+    read: CollectionRead<'t>,
+    plan: Plan,
+    parts: Vec<Part>,
+    state: State,
+    out: VecDeque<Document>,
+    to_skip: usize,
+    remaining: usize,
+    stats: ExecStats,
+    failed: bool,
+}
+
+impl std::fmt::Debug for Cursor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cursor").field("collection", &self.plan.collection).field("stats", &self.stats).finish()
+    }
+}
+
+/// The document keys a source yields, deduplicated, in key order for
+/// intersections and unions and in index order otherwise.
+pub fn source_keys(read: &CollectionRead<'_>, parts: &[Part], source: &Source) -> Result<Vec<Vec<u8>>> {
+    match source {
+        Source::Scan { .. } => {
+            let mut out = Vec::new();
+            for part in parts {
+                for d in read.scan(part)? {
+                    out.push(d?.key.into_owned());
+                }
+            }
+            Ok(out)
+        }
+        Source::IndexScan { field, intervals, multikey, .. } => {
+            let mut out = Vec::new();
+            let mut seen = HashSet::new();
+            let dedupe = *multikey || intervals.len() > 1;
+            for part in parts {
+                for iv in intervals {
+                    let (lo, hi) = iv.as_range();
+                    for key in read.index_scan(part, field, lo, hi)? {
+                        let key = key?;
+                        if !dedupe || seen.insert(key.clone()) {
+                            out.push(key);
+                        }
+                    }
+                }
+            }
+            Ok(out)
+        }
+        Source::IndexMerge { op, inputs, .. } => {
+            let mut sets = inputs.iter().map(|s| source_keys(read, parts, s).map(BTreeSet::from_iter));
+            let first = sets.next().transpose()?.unwrap_or_default();
+            let merged = match op {
+                MergeOp::And => {
+                    let mut acc = first;
+                    for s in sets {
+                        let s = s?;
+                        acc.retain(|k| s.contains(k));
+                    }
+                    acc
+                }
+                MergeOp::Or => {
+                    let mut acc = first;
+                    for s in sets {
+                        acc.extend(s?);
+                    }
+                    acc
+                }
+            };
+            Ok(merged.into_iter().collect())
+        }
+    }
+}
+
+impl<'t> Cursor<'t> {
+    /// Starts executing `plan` over `parts`.
+    pub fn new(read: CollectionRead<'t>, plan: Plan, parts: Vec<Part>) -> Result<Self> {
+        let to_skip = plan.skip;
+        let remaining = plan.limit.unwrap_or(usize::MAX);
+        let mut cursor = Self {
+            read,
+            plan,
+            parts,
+            state: State::Done,
+            out: VecDeque::new(),
+            to_skip,
+            remaining,
+            stats: ExecStats::default(),
+            failed: false,
+        };
+        cursor.state = if remaining == 0 {
+            State::Done
+        } else if !cursor.plan.sort.is_empty() {
+            cursor.sorted()?
+        } else if cursor.plan.source.uses_index() {
+            let keys = source_keys(&cursor.read, &cursor.parts, &cursor.plan.source)?;
+            cursor.stats.keys = keys.len() as u64;
+            State::Keys { keys, pos: 0 }
+        } else {
+            State::Scan { part: 0, from: None }
+        };
+        Ok(cursor)
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ExecStats {
+        self.stats
+    }
+
+    fn passes(&self, doc: &RawDoc<'_>) -> Result<bool> {
+        match &self.plan.filter {
+            None => Ok(true),
+            Some(f) => Ok(f.matches(doc.raw()?)),
+        }
+    }
+
+    /// Reads, filters and sorts every candidate; keeps owned bytes only for
+    /// documents that can still make the result.
+    fn sorted(&mut self) -> Result<State> {
+        let bound = self.plan.limit.map(|l| l.saturating_add(self.plan.skip));
+        let fields = self.plan.sort.clone();
+        let mut sorter: Sorter<'_, Vec<u8>> = Sorter::new(&fields, bound);
+        let mut offer = |doc: &RawDoc<'_>, stats: &mut ExecStats| -> Result<()> {
+            stats.matched += 1;
+            let raw = doc.raw()?;
+            let keys: Vec<_> = fields.iter().map(|f| sort_key(raw, f)).collect();
+            if sorter.would_keep(&keys, &doc.key) {
+                sorter.push(Keyed { keys, doc_key: doc.key.to_vec(), item: doc.bytes.to_vec() });
+            }
+            Ok(())
+        };
+        let mut stats = ExecStats::default();
+        if self.plan.source.uses_index() {
+            let keys = source_keys(&self.read, &self.parts, &self.plan.source)?;
+            stats.keys = keys.len() as u64;
+            for chunk in keys.chunks(BATCH) {
+                let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+                for doc in self.read.get_keys(&refs)?.into_iter().flatten() {
+                    stats.docs_read += 1;
+                    if self.passes(&doc)? {
+                        offer(&doc, &mut stats)?;
+                    }
+                }
+            }
+        } else {
+            for part in &self.parts {
+                for doc in self.read.scan(part)? {
+                    let doc = doc?;
+                    stats.docs_read += 1;
+                    if self.passes(&doc)? {
+                        offer(&doc, &mut stats)?;
+                    }
+                }
+            }
+        }
+        self.stats = stats;
+        drop(offer);
+        let docs: Vec<(Vec<u8>, Vec<u8>)> = sorter.finish().into_iter().map(|k| (k.doc_key, k.item)).collect();
+        Ok(State::Sorted { docs: docs.into_iter() })
+    }
+
+    /// Takes a matching document: skips, counts the limit, projects.
+    fn emit(&mut self, doc: &RawDoc<'_>) -> Result<()> {
+        if self.to_skip > 0 {
+            self.to_skip -= 1;
+            return Ok(());
+        }
+        if self.remaining == 0 {
+            return Ok(());
+        }
+        self.remaining -= 1;
+        let projected = self.read.materialize(doc, self.plan.projection.as_deref())?;
+        self.out.push_back(projected);
+        Ok(())
+    }
+
+    fn fill(&mut self) -> Result<()> {
+        while self.out.is_empty() && self.remaining > 0 {
+            match std::mem::replace(&mut self.state, State::Done) {
+                State::Done => return Ok(()),
+                State::Sorted { mut docs } => {
+                    for (key, bytes) in docs.by_ref().take(BATCH) {
+                        let doc = RawDoc { key: key.into(), bytes: bytes.into() };
+                        self.emit(&doc)?;
+                    }
+                    if docs.len() > 0 {
+                        self.state = State::Sorted { docs };
+                    }
+                }
+                State::Keys { keys, pos } => {
+                    let end = (pos + BATCH).min(keys.len());
+                    let refs: Vec<&[u8]> = keys[pos..end].iter().map(Vec::as_slice).collect();
+                    let read = self.read.clone();
+                    for doc in read.get_keys(&refs)?.into_iter().flatten() {
+                        self.stats.docs_read += 1;
+                        if self.passes(&doc)? {
+                            self.stats.matched += 1;
+                            self.emit(&doc)?;
+                        }
+                    }
+                    if end < keys.len() {
+                        self.state = State::Keys { keys, pos: end };
+                    }
+                }
+                State::Scan { part, from } => {
+                    let Some(p) = self.parts.get(part).cloned() else { return Ok(()) };
+                    let read = self.read.clone();
+                    let mut last = None;
+                    let mut n = 0;
+                    for doc in read.scan_from(&p, from.as_deref())? {
+                        let doc = doc?;
+                        self.stats.docs_read += 1;
+                        if self.passes(&doc)? {
+                            self.stats.matched += 1;
+                            self.emit(&doc)?;
+                        }
+                        n += 1;
+                        if n == BATCH || self.remaining == 0 {
+                            last = Some(doc.key.into_owned());
+                            break;
+                        }
+                    }
+                    self.state = match last {
+                        // Resume just after the last key read: key + [0] is its successor.
+                        Some(mut k) if self.remaining > 0 => {
+                            k.push(0);
+                            State::Scan { part, from: Some(k) }
+                        }
+                        Some(_) => State::Done,
+                        None => State::Scan { part: part + 1, from: None },
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts the matching documents without materialising any (skip and
+    /// limit applied).
+    pub fn count(mut self) -> Result<u64> {
+        self.plan.projection = Some(Vec::new());
+        let mut n = 0u64;
+        for d in self.by_ref() {
+            d?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+impl Iterator for Cursor<'_> {
+    type Item = Result<Document>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if self.out.is_empty() {
+            if let Err(e) = self.fill() {
+                self.failed = true;
+                return Some(Err(e));
+            }
+        }
+        self.out.pop_front().map(Ok)
+    }
+}
+
+/// The keys of the documents matching `filter` in `parts`, at most `limit`,
+/// planned like a find (used by updates and deletes).
+pub fn matching_keys(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    filter: Option<&crate::filter::Filter>,
+    limit: Option<usize>,
+) -> Result<Vec<Vec<u8>>> {
+    let spec = crate::plan::FindSpec { filter: filter.cloned(), ..Default::default() };
+    let plan = crate::plan::plan_find(read, parts, &spec)?;
+    let limit = limit.unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    let check = |doc: &RawDoc<'_>| -> Result<bool> {
+        match filter {
+            None => Ok(true),
+            Some(f) => Ok(f.matches(doc.raw()?)),
+        }
+    };
+    if plan.source.uses_index() {
+        let keys = source_keys(read, parts, &plan.source)?;
+        for chunk in keys.chunks(BATCH) {
+            let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+            for doc in read.get_keys(&refs)?.into_iter().flatten() {
+                if out.len() == limit {
+                    return Ok(out);
+                }
+                if check(&doc)? {
+                    out.push(doc.key.into_owned());
+                }
+            }
+        }
+    } else {
+        for part in parts {
+            for doc in read.scan(part)? {
+                if out.len() == limit {
+                    return Ok(out);
+                }
+                let doc = doc?;
+                if check(&doc)? {
+                    out.push(doc.key.into_owned());
+                }
+            }
+        }
+    }
+    out.truncate(limit);
+    Ok(out)
+}

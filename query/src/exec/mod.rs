@@ -1,0 +1,7 @@
+//! The executor: runs a [`Plan`](crate::plan::Plan) on one snapshot.
+
+mod cursor;
+mod sort;
+
+pub use cursor::{matching_keys, source_keys, Cursor, ExecStats};
+pub use sort::{compare_keys, sort_key, Keyed, SortField, Sorter};

@@ -1,0 +1,233 @@
+//! Sort keys and the bounded top-n used by `Sort` when a limit follows.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use bson::{RawBson, RawBsonRef, RawDocument};
+use slate_core::value::{compare, lookup_path, FieldPath, LeafArrays, PathValue};
+
+/// One sort field: a dot path and a direction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortField {
+    /// The dot path.
+    pub path: FieldPath,
+    /// `true` for descending.
+    pub descending: bool,
+}
+
+impl SortField {
+    /// Parses `field` or `field:desc` / `field:asc` (the CLI's form).
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let (field, descending) = match spec.rsplit_once(':') {
+            Some((f, "desc")) => (f, true),
+            Some((f, "asc")) => (f, false),
+            Some((_, other)) => return Err(format!("sort direction {other:?} in {spec:?}: use asc or desc")),
+            None => (spec, false),
+        };
+        let path = FieldPath::parse(field).map_err(|e| e.to_string())?;
+        Ok(Self { path, descending })
+    }
+}
+
+/// The sort key of a document for one field (MongoDB's rule): the smallest
+/// value at the path when ascending, the largest when descending, array
+/// elements taken one by one; `null` when the path is missing.
+pub fn sort_key(doc: &RawDocument, field: &SortField) -> RawBson {
+    let mut best: Option<RawBsonRef<'_>> = None;
+    for v in lookup_path(doc, &field.path, LeafArrays::Elements) {
+        let v = match v {
+            PathValue::Missing => RawBsonRef::Null,
+            PathValue::Value(v) => v,
+        };
+        best = Some(match best {
+            None => v,
+            Some(b) => {
+                let ord = compare(v, b);
+                if (ord == Ordering::Less) != field.descending && ord != Ordering::Equal {
+                    v
+                } else {
+                    b
+                }
+            }
+        });
+    }
+    best.unwrap_or(RawBsonRef::Null).to_raw_bson()
+}
+
+/// Compares two documents' sort keys field by field.
+pub fn compare_keys(a: &[RawBson], b: &[RawBson], fields: &[SortField]) -> Ordering {
+    for ((x, y), f) in a.iter().zip(b).zip(fields) {
+        let ord = compare(x.as_raw_bson_ref(), y.as_raw_bson_ref());
+        let ord = if f.descending { ord.reverse() } else { ord };
+        if ord != Ordering::Equal {
+            return ord;
+        }
+    }
+    Ordering::Equal
+}
+
+/// A document with its sort keys; ties break by document key so that the
+/// order is total and deterministic.
+#[derive(Debug)]
+pub struct Keyed<T> {
+    pub keys: Vec<RawBson>,
+    pub doc_key: Vec<u8>,
+    pub item: T,
+}
+
+struct HeapEntry<'f, T> {
+    keyed: Keyed<T>,
+    fields: &'f [SortField],
+}
+
+impl<T> HeapEntry<'_, T> {
+    fn cmp_entry(&self, other: &Self) -> Ordering {
+        compare_keys(&self.keyed.keys, &other.keyed.keys, self.fields)
+            .then_with(|| self.keyed.doc_key.cmp(&other.keyed.doc_key))
+    }
+}
+
+impl<T> PartialEq for HeapEntry<'_, T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp_entry(other) == Ordering::Equal
+    }
+}
+impl<T> Eq for HeapEntry<'_, T> {}
+impl<T> PartialOrd for HeapEntry<'_, T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for HeapEntry<'_, T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.cmp_entry(other)
+    }
+}
+
+/// Sorts items by their keys, keeping only the first `bound` when given: a
+/// max-heap of size `bound` (O(n log bound)), otherwise a full sort.
+#[derive(Debug)]
+pub struct Sorter<'f, T> {
+    fields: &'f [SortField],
+    bound: Option<usize>,
+    heap: BinaryHeap<HeapEntryBox<'f, T>>,
+    all: Vec<Keyed<T>>,
+}
+
+/// Wrapper so that `Sorter` can derive `Debug` without `T: Debug` noise.
+struct HeapEntryBox<'f, T>(HeapEntry<'f, T>);
+
+impl<T> std::fmt::Debug for HeapEntryBox<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeapEntry")
+    }
+}
+impl<T> PartialEq for HeapEntryBox<'_, T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+impl<T> Eq for HeapEntryBox<'_, T> {}
+impl<T> PartialOrd for HeapEntryBox<'_, T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for HeapEntryBox<'_, T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.cmp(&other.0)
+    }
+}
+
+impl<'f, T> Sorter<'f, T> {
+    /// A sorter on `fields`, keeping the first `bound` items if given.
+    pub fn new(fields: &'f [SortField], bound: Option<usize>) -> Self {
+        Self { fields, bound, heap: BinaryHeap::new(), all: Vec::new() }
+    }
+
+    /// Whether an item with these keys would be kept (checked before paying
+    /// for an owned copy of the document).
+    pub fn would_keep(&self, keys: &[RawBson], doc_key: &[u8]) -> bool {
+        match self.bound {
+            None => true,
+            Some(0) => false,
+            Some(b) if self.heap.len() < b => true,
+            Some(_) => self.heap.peek().is_some_and(|worst| {
+                compare_keys(keys, &worst.0.keyed.keys, self.fields)
+                    .then_with(|| doc_key.cmp(&worst.0.keyed.doc_key))
+                    == Ordering::Less
+            }),
+        }
+    }
+
+    /// Offers an item.
+    pub fn push(&mut self, keyed: Keyed<T>) {
+        match self.bound {
+            None => self.all.push(keyed),
+            Some(b) => {
+                if !self.would_keep(&keyed.keys, &keyed.doc_key) {
+                    return;
+                }
+                self.heap.push(HeapEntryBox(HeapEntry { keyed, fields: self.fields }));
+                if self.heap.len() > b {
+                    self.heap.pop();
+                }
+            }
+        }
+    }
+
+    /// The kept items in sort order.
+    pub fn finish(self) -> Vec<Keyed<T>> {
+        let fields = self.fields;
+        let mut out: Vec<Keyed<T>> = match self.bound {
+            None => self.all,
+            Some(_) => self.heap.into_iter().map(|e| e.0.keyed).collect(),
+        };
+        out.sort_by(|a, b| compare_keys(&a.keys, &b.keys, fields).then_with(|| a.doc_key.cmp(&b.doc_key)));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::rawdoc;
+    use proptest::prelude::*;
+
+    fn field(spec: &str) -> SortField {
+        SortField::parse(spec).expect("spec")
+    }
+
+    #[test]
+    fn array_sort_keys_follow_mongodb() {
+        let d = rawdoc! { "a": [3, 1, 2] };
+        assert_eq!(sort_key(&d, &field("a")), RawBson::Int32(1));
+        assert_eq!(sort_key(&d, &field("a:desc")), RawBson::Int32(3));
+        let d = rawdoc! { "b": 1 };
+        assert_eq!(sort_key(&d, &field("a")), RawBson::Null);
+        assert!(SortField::parse("a:sideways").is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn bounded_sort_equals_full_sort_then_truncate(values in proptest::collection::vec((0i32..20, 0i32..5), 0..200), bound in 0usize..30) {
+            let fields = vec![field("x"), field("y:desc")];
+            let items: Vec<Keyed<usize>> = values.iter().enumerate().map(|(i, (x, y))| Keyed {
+                keys: vec![RawBson::Int32(*x), RawBson::Int32(*y)],
+                doc_key: (i as u32).to_be_bytes().to_vec(),
+                item: i,
+            }).collect();
+            let mut full = Sorter::new(&fields, None);
+            let mut bounded = Sorter::new(&fields, Some(bound));
+            for it in items {
+                bounded.push(Keyed { keys: it.keys.clone(), doc_key: it.doc_key.clone(), item: it.item });
+                full.push(it);
+            }
+            let mut want: Vec<usize> = full.finish().into_iter().map(|k| k.item).collect();
+            want.truncate(bound);
+            let got: Vec<usize> = bounded.finish().into_iter().map(|k| k.item).collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+}

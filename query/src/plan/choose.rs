@@ -1,0 +1,134 @@
+//! Choosing the ID tier from cardinality estimates read off the indexes.
+//!
+//! Every indexable conjunct of the filter is estimated by counting its index
+//! entries (up to a cap); the most selective becomes the source, others join
+//! an intersection only when they are nearly as selective (reading a large
+//! index range to intersect costs more than filtering the few documents the
+//! best one yields). An `$or` uses a union of index scans when every branch
+//! is indexable and the union is small; otherwise the collection is scanned.
+
+use slate_core::{CollectionRead, Part};
+
+use super::{IndexPredicate, MergeOp, Plan, Source};
+use crate::exec::SortField;
+use crate::filter::Filter;
+use crate::{index_predicates, Result};
+
+/// Reading a document through an index costs about this many sequential
+/// scan steps (a point lookup against one step of an iterator).
+const LOOKUP_COST: u64 = 3;
+/// An index input joins an intersection only if its estimate is within this
+/// factor of the best one.
+const INTERSECT_FACTOR: u64 = 4;
+
+/// What a find asks for.
+#[derive(Debug, Clone, Default)]
+pub struct FindSpec {
+    /// The filter (`None`: every document).
+    pub filter: Option<Filter>,
+    /// Sort fields.
+    pub sort: Vec<SortField>,
+    /// Documents to skip.
+    pub skip: usize,
+    /// At most this many documents.
+    pub limit: Option<usize>,
+    /// Fields to return.
+    pub projection: Option<Vec<String>>,
+}
+
+fn estimate_predicate(read: &CollectionRead<'_>, parts: &[Part], p: &IndexPredicate, cap: u64) -> Result<Source> {
+    let multikey = read.is_multikey(&p.field)?;
+    let mut intervals = p.intervals.clone();
+    intervals.dedup();
+    let mut estimate = 0u64;
+    let mut capped = false;
+    for part in parts {
+        for iv in &intervals {
+            let (lo, hi) = iv.as_range();
+            let left = cap.saturating_sub(estimate) as usize + 1;
+            let n = read.index_count(part, &p.field, lo, hi, left)? as u64;
+            estimate += n;
+            if estimate > cap {
+                capped = true;
+                estimate = cap;
+                break;
+            }
+        }
+    }
+    Ok(Source::IndexScan { field: p.field.clone(), intervals, estimate, capped, multikey })
+}
+
+/// Plans a find over `parts` of the collection read by `read`.
+pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> Result<Plan> {
+    let mut total = 0u64;
+    for part in parts {
+        total += read.count(part)?;
+    }
+    // Estimates stop counting where an index could no longer win.
+    let cap = (total / LOOKUP_COST).max(64);
+    let indexed = &read.config().indexes;
+    let mut source = Source::Scan { estimate: total };
+    if let Some(filter) = &spec.filter {
+        let preds = index_predicates(filter, indexed);
+        let mut candidates = Vec::new();
+        for p in &preds.and {
+            candidates.push(estimate_predicate(read, parts, p, cap)?);
+        }
+        candidates.sort_by_key(|s| s.estimate());
+        if let Some(best) = candidates.first() {
+            if best.estimate() * LOOKUP_COST < total.max(1) || best.estimate() == 0 {
+                let best_est = best.estimate();
+                let inputs: Vec<Source> = candidates
+                    .iter()
+                    .take_while(|s| s.estimate() <= best_est.max(1) * INTERSECT_FACTOR)
+                    .cloned()
+                    .collect();
+                source = if inputs.len() == 1 {
+                    inputs.into_iter().next().unwrap_or(Source::Scan { estimate: total })
+                } else {
+                    Source::IndexMerge { op: MergeOp::And, inputs, estimate: best_est }
+                };
+            }
+        }
+        if !source.uses_index() {
+            if let Some(branches) = &preds.or {
+                let mut inputs = Vec::new();
+                let mut sum = 0u64;
+                for branch in branches {
+                    // Each branch's most selective conjunct.
+                    let mut best: Option<Source> = None;
+                    for p in branch {
+                        let s = estimate_predicate(read, parts, p, cap)?;
+                        if best.as_ref().is_none_or(|b| s.estimate() < b.estimate()) {
+                            best = Some(s);
+                        }
+                    }
+                    match best {
+                        Some(s) => {
+                            sum += s.estimate();
+                            inputs.push(s);
+                        }
+                        None => {
+                            inputs.clear();
+                            sum = u64::MAX;
+                            break;
+                        }
+                    }
+                }
+                if !inputs.is_empty() && sum.saturating_mul(LOOKUP_COST) < total {
+                    source = Source::IndexMerge { op: MergeOp::Or, inputs, estimate: sum };
+                }
+            }
+        }
+    }
+    Ok(Plan {
+        collection: read.config().name.clone(),
+        source,
+        filter: spec.filter.clone(),
+        sort: spec.sort.clone(),
+        skip: spec.skip,
+        limit: spec.limit,
+        projection: spec.projection.clone(),
+        total,
+    })
+}

@@ -1,0 +1,109 @@
+//! Rendering a plan: an indented tree of its nodes with their estimates.
+
+use std::fmt::{self, Write as _};
+
+use bson::{doc, Bson, Document};
+
+use super::{MergeOp, Plan, Source};
+
+fn fmt_bound(b: &Option<super::Bound>) -> String {
+    match b {
+        None => "..".to_owned(),
+        Some(b) => match slate_core::value::decode_value(&b.value) {
+            Ok((v, n)) if n == b.value.len() => v.into_relaxed_extjson().to_string(),
+            // A bracket edge (one tag byte): the start or end of a type.
+            _ => format!("<type {:#04x}>", b.value.first().copied().unwrap_or(0)),
+        },
+    }
+}
+
+fn fmt_interval(iv: &super::Interval) -> String {
+    if iv.lo.is_some() && iv.lo == iv.hi {
+        return format!("= {}", fmt_bound(&iv.lo));
+    }
+    let open = if iv.lo.as_ref().is_some_and(|b| b.inclusive) { "[" } else { "(" };
+    let close = if iv.hi.as_ref().is_some_and(|b| b.inclusive) { "]" } else { ")" };
+    format!("{open}{}, {}{close}", fmt_bound(&iv.lo), fmt_bound(&iv.hi))
+}
+
+fn source_doc(s: &Source) -> Document {
+    match s {
+        Source::Scan { estimate } => doc! { "node": "Scan", "estimate": *estimate as i64 },
+        Source::IndexScan { field, intervals, estimate, capped, multikey } => doc! {
+            "node": "IndexScan",
+            "field": field,
+            "intervals": intervals.iter().map(|i| Bson::String(fmt_interval(i))).collect::<Vec<_>>(),
+            "estimate": *estimate as i64,
+            "capped": *capped,
+            "multikey": *multikey,
+        },
+        Source::IndexMerge { op, inputs, estimate } => doc! {
+            "node": "IndexMerge",
+            "op": if *op == MergeOp::And { "and" } else { "or" },
+            "estimate": *estimate as i64,
+            "inputs": inputs.iter().map(|i| Bson::Document(source_doc(i))).collect::<Vec<_>>(),
+        },
+    }
+}
+
+impl Plan {
+    /// The plan as a document: one nested node per level, outermost first.
+    pub fn to_document(&self) -> Document {
+        let mut node = doc! { "node": "ReadRecord", "mode": if self.source.uses_index() { "multi_get" } else { "single pass" }, "input": source_doc(&self.source) };
+        if let Some(f) = &self.filter {
+            node = doc! { "node": "Filter", "filter": format!("{f}"), "input": node };
+        }
+        if !self.sort.is_empty() {
+            let bound = self.limit.map(|l| (l + self.skip) as i64);
+            node = doc! {
+                "node": "Sort",
+                "fields": self.sort.iter().map(|s| Bson::String(format!("{}:{}", s.path, if s.descending { "desc" } else { "asc" }))).collect::<Vec<_>>(),
+                "bounded_heap": bound.map_or(Bson::Null, Bson::Int64),
+                "input": node,
+            };
+        }
+        if self.skip > 0 || self.limit.is_some() {
+            node = doc! { "node": "Limit", "skip": self.skip as i64, "limit": self.limit.map_or(Bson::Null, |l| Bson::Int64(l as i64)), "input": node };
+        }
+        doc! {
+            "node": "Projection",
+            "fields": self.projection.as_ref().map_or(Bson::String("*".into()), |p| Bson::Array(p.iter().map(|f| Bson::String(f.clone())).collect())),
+            "collection": &self.collection,
+            "documents": self.total as i64,
+            "input": node,
+        }
+    }
+}
+
+fn render(d: &Document, depth: usize, out: &mut String) -> fmt::Result {
+    let name = d.get_str("node").unwrap_or("?");
+    write!(out, "{:indent$}{name}", "", indent = depth * 2)?;
+    for (k, v) in d {
+        if k == "node" || k == "input" || k == "inputs" {
+            continue;
+        }
+        let v = match v {
+            Bson::String(s) => s.clone(),
+            other => other.clone().into_relaxed_extjson().to_string(),
+        };
+        write!(out, " {k}={v}")?;
+    }
+    out.push('\n');
+    if let Ok(input) = d.get_document("input") {
+        render(input, depth + 1, out)?;
+    }
+    if let Ok(inputs) = d.get_array("inputs") {
+        for i in inputs.iter().filter_map(Bson::as_document) {
+            render(i, depth + 1, out)?;
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = String::new();
+        render(&self.to_document(), 0, &mut out)?;
+        f.write_str(out.trim_end())
+    }
+}

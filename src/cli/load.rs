@@ -1,0 +1,216 @@
+//! `slate load`: JSONL documents (and optionally their vectors) into a collection.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bson::{Bson, Document};
+use slate::{CollectionConfig, Db, Metric};
+
+use super::CliError;
+
+/// The vectors of a load: one row per document, in file order.
+pub struct Vectors {
+    pub dim: usize,
+    pub rows: Vec<f32>,
+}
+
+impl Vectors {
+    pub fn len(&self) -> usize {
+        self.rows.len() / self.dim.max(1)
+    }
+
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.rows[i * self.dim..(i + 1) * self.dim]
+    }
+}
+
+/// Reads `.fvecs` (each row: little-endian i32 dimension, then that many
+/// f32) or raw little-endian f32 rows of `dim` (any other extension).
+pub fn read_vectors(path: &Path, dim: Option<usize>) -> Result<Vectors, CliError> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|e| CliError::io(path, e))?;
+    let bad = |reason: String| CliError::Input(format!("{}: {reason}", path.display()));
+    if path.extension().is_some_and(|e| e == "fvecs") {
+        let mut rows = Vec::new();
+        let mut file_dim = None;
+        let mut at = 0usize;
+        let mut row = 0usize;
+        while at < bytes.len() {
+            let head: [u8; 4] = bytes
+                .get(at..at + 4)
+                .and_then(|s| s.try_into().ok())
+                .ok_or_else(|| bad(format!("row {row}: truncated header")))?;
+            let d = i32::from_le_bytes(head);
+            let d = usize::try_from(d).ok().filter(|d| *d > 0).ok_or_else(|| bad(format!("row {row}: dimension {d}")))?;
+            if *file_dim.get_or_insert(d) != d {
+                return Err(bad(format!("row {row} has dimension {d}, earlier rows {}", file_dim.unwrap_or(d))));
+            }
+            let body = bytes
+                .get(at + 4..at + 4 + 4 * d)
+                .ok_or_else(|| bad(format!("row {row}: truncated after {} bytes", bytes.len() - at)))?;
+            rows.extend(body.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+            at += 4 + 4 * d;
+            row += 1;
+        }
+        let file_dim = file_dim.unwrap_or(dim.unwrap_or(1));
+        if let Some(want) = dim {
+            if want != file_dim {
+                return Err(bad(format!("vectors have dimension {file_dim}, --dim says {want}")));
+            }
+        }
+        Ok(Vectors { dim: file_dim, rows })
+    } else {
+        let dim = dim.ok_or_else(|| bad("raw f32 vectors need --dim".into()))?;
+        if dim == 0 || bytes.len() % (4 * dim) != 0 {
+            return Err(bad(format!("{} bytes is not a whole number of rows of {dim} f32", bytes.len())));
+        }
+        let rows = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok(Vectors { dim, rows })
+    }
+}
+
+/// Parses one line of relaxed extended JSON into a document.
+pub fn parse_json_doc(line: &str, what: &str) -> Result<Document, CliError> {
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| CliError::Input(format!("{what}: invalid JSON: {e}")))?;
+    match Bson::try_from(value) {
+        Ok(Bson::Document(d)) => Ok(d),
+        Ok(other) => Err(CliError::Input(format!("{what}: expected a JSON object, got {other}"))),
+        Err(e) => Err(CliError::Input(format!("{what}: invalid extended JSON: {e}"))),
+    }
+}
+
+/// What to load.
+pub struct LoadSpec {
+    pub collection: String,
+    pub docs: Option<PathBuf>,
+    pub indexes: Vec<String>,
+    pub vectors: Option<PathBuf>,
+    pub vector_field: Option<String>,
+    pub dim: Option<usize>,
+    pub metric: Metric,
+    pub quiet: bool,
+}
+
+/// Loads documents in one transaction: a bad line or a bad document leaves
+/// the database as it was.
+pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
+    let start = Instant::now();
+    let vectors = match &spec.vectors {
+        Some(path) => Some(read_vectors(path, spec.dim)?),
+        None => None,
+    };
+    if spec.vectors.is_some() != spec.vector_field.is_some() {
+        return Err(CliError::Usage("--vectors and --vector-field go together".into()));
+    }
+    // Read and parse every document first: nothing is written for a bad file.
+    let mut docs: Vec<Document> = Vec::new();
+    match (&spec.docs, &vectors) {
+        (Some(path), _) => {
+            let file = File::open(path).map_err(|e| CliError::io(path, e))?;
+            let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let bar = progress(size, spec.quiet, "parsing");
+            for (i, line) in BufReader::new(file).lines().enumerate() {
+                let line = line.map_err(|e| CliError::io(path, e))?;
+                bar.inc(line.len() as u64 + 1);
+                if line.trim().is_empty() {
+                    continue;
+                }
+                docs.push(parse_json_doc(&line, &format!("{} line {}", path.display(), i + 1))?);
+            }
+            bar.finish_and_clear();
+        }
+        (None, Some(v)) if spec.vectors.as_ref().is_some_and(|p| p.extension().is_some_and(|e| e == "fvecs")) => {
+            docs = (0..v.len()).map(|i| bson::doc! { "_id": i as i64 }).collect();
+        }
+        _ => return Err(CliError::Usage("--docs is required (it may be omitted only with .fvecs vectors)".into())),
+    }
+    if let (Some(v), Some(field)) = (&vectors, &spec.vector_field) {
+        if v.len() != docs.len() {
+            return Err(CliError::Input(format!("{} documents but {} vectors", docs.len(), v.len())));
+        }
+        for (i, d) in docs.iter_mut().enumerate() {
+            d.insert(field.clone(), bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: v.row(i).iter().flat_map(|x| x.to_le_bytes()).collect(),
+            });
+        }
+    }
+    let existing = db.list_collections()?.contains(&spec.collection);
+    let mut config = CollectionConfig::new(&spec.collection);
+    if let (Some(field), Some(v)) = (&spec.vector_field, &vectors) {
+        config = config.vector(field.clone(), v.dim, spec.metric);
+    }
+    let n = docs.len();
+    let bar = progress(n as u64, spec.quiet, "inserting");
+    let mut txn = db.begin()?;
+    if !existing {
+        drop(txn);
+        for ix in &spec.indexes {
+            config = config.index(ix.clone());
+        }
+        db.create_collection(config)?;
+        txn = db.begin()?;
+    } else {
+        let have = db.collection(&spec.collection)?.config()?;
+        if let Some(field) = &spec.vector_field {
+            if have.vector_field(field).is_none() {
+                return Err(CliError::Usage(format!(
+                    "collection {:?} exists without vector field {field:?}",
+                    spec.collection
+                )));
+            }
+        }
+        for ix in &spec.indexes {
+            if !have.indexes.contains(ix) {
+                txn.create_index(&spec.collection, ix)?;
+            }
+        }
+    }
+    let mut failure = None;
+    for (i, d) in docs.into_iter().enumerate() {
+        if let Err(e) = txn.insert(&spec.collection, d) {
+            failure = Some(CliError::Input(format!("document {} (line {}): {e}", i + 1, i + 1)));
+            break;
+        }
+        bar.inc(1);
+    }
+    let outcome = match failure {
+        Some(e) => Err(e),
+        None => txn.commit().map(|_| ()).map_err(CliError::from),
+    };
+    if let Err(e) = outcome {
+        if !existing {
+            // Leave no trace: not even the empty collection this load created.
+            let _ = db.drop_collection(&spec.collection);
+        }
+        return Err(e);
+    }
+    bar.finish_and_clear();
+    let elapsed = start.elapsed();
+    if !spec.quiet {
+        eprintln!(
+            "loaded {n} documents into {:?} in {:.2?} ({:.0} docs/s)",
+            spec.collection,
+            elapsed,
+            n as f64 / elapsed.as_secs_f64().max(1e-9)
+        );
+    }
+    Ok(())
+}
+
+fn progress(len: u64, quiet: bool, what: &'static str) -> indicatif::ProgressBar {
+    if quiet {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{msg:>10} [{bar:40}] {percent}% {elapsed}") {
+        bar.set_style(style);
+    }
+    bar.set_message(what);
+    bar
+}

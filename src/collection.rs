@@ -1,0 +1,161 @@
+//! `Collection`: the handle for one collection's documents.
+
+use bson::{Bson, Document};
+use slate_core::{CollectionConfig, CollectionRead, Part};
+
+use crate::{Db, Find, Result, UpdateResult};
+
+/// A handle on one collection. In a partitioned collection, reads and
+/// filter-based writes address the partitions chosen with
+/// [`Collection::partition`] / [`Collection::partitions`].
+#[derive(Debug, Clone)]
+pub struct Collection {
+    pub(crate) db: Db,
+    pub(crate) name: String,
+    pub(crate) partitions: Option<Vec<Bson>>,
+}
+
+impl Collection {
+    pub(crate) fn new(db: Db, name: String) -> Self {
+        Self { db, name, partitions: None }
+    }
+
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The collection's configuration.
+    pub fn config(&self) -> Result<CollectionConfig> {
+        Ok(self.db.inner.collection_config(&self.name)?)
+    }
+
+    /// This collection scoped to one partition (tenant).
+    pub fn partition(&self, value: impl Into<Bson>) -> Collection {
+        self.partitions(vec![value.into()])
+    }
+
+    /// This collection scoped to several partitions.
+    pub fn partitions(&self, values: Vec<Bson>) -> Collection {
+        Collection { db: self.db.clone(), name: self.name.clone(), partitions: Some(values) }
+    }
+
+    /// The partitions this handle addresses, encoded.
+    pub(crate) fn parts(&self, read: &CollectionRead<'_>) -> Result<Vec<Part>> {
+        match &self.partitions {
+            None => Ok(vec![read.part(None)?]),
+            Some(values) => values.iter().map(|v| Ok(read.part(Some(v))?)).collect(),
+        }
+    }
+
+    fn write<T>(&self, f: impl FnOnce(&mut crate::Transaction<'_>, &[Part]) -> Result<T>) -> Result<T> {
+        let mut txn = self.db.begin()?;
+        let parts = {
+            let read = txn.inner().collection(&self.name)?;
+            self.parts(&read)?
+        };
+        let out = f(&mut txn, &parts)?;
+        txn.commit()?;
+        Ok(out)
+    }
+
+    /// Inserts one document; returns its `_id` (generated when absent).
+    pub fn insert_one(&self, doc: Document) -> Result<Bson> {
+        self.db.transaction(|t| t.insert(&self.name, doc))
+    }
+
+    /// Inserts documents in one commit; if any fails (a duplicate `_id`, a bad
+    /// vector), none is written.
+    pub fn insert_many(&self, docs: impl IntoIterator<Item = Document>) -> Result<Vec<Bson>> {
+        self.db.transaction(|t| t.insert_many(&self.name, docs))
+    }
+
+    /// The document with `_id` `id` (vector fields included).
+    pub fn get(&self, id: impl Into<Bson>) -> Result<Option<Document>> {
+        let id = id.into();
+        let txn = self.db.inner.read();
+        let read = txn.collection(&self.name)?;
+        for part in self.parts(&read)? {
+            if let Some(raw) = read.get_by_id(&part, &id)? {
+                return Ok(Some(read.materialize_full(&raw)?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The documents with the given ids, in order (`None` where absent), from
+    /// one snapshot with one batched read.
+    pub fn get_many(&self, ids: &[Bson]) -> Result<Vec<Option<Document>>> {
+        let txn = self.db.inner.read();
+        let read = txn.collection(&self.name)?;
+        let parts = self.parts(&read)?;
+        let mut keys = Vec::with_capacity(ids.len() * parts.len());
+        for id in ids {
+            let enc = slate_core::value::encode_id(id).map_err(|e| slate_core::Error::InvalidId {
+                collection: self.name.clone(),
+                reason: e.to_string(),
+            })?;
+            for part in &parts {
+                keys.push(slate_core::keys::doc_key(part.as_bytes(), &enc));
+            }
+        }
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let found = read.get_keys(&refs)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for per_id in found.chunks(parts.len().max(1)) {
+            let mut doc = None;
+            for raw in per_id.iter().flatten() {
+                doc = Some(read.materialize_full(raw)?);
+                break;
+            }
+            out.push(doc);
+        }
+        Ok(out)
+    }
+
+    /// A query: chain `sort`, `skip`, `limit`, `project`, then iterate,
+    /// `run`, `count` or `explain`.
+    pub fn find(&self, filter: Document) -> Find<'_> {
+        Find::new(self, filter)
+    }
+
+    /// The number of documents matching `filter`.
+    pub fn count(&self, filter: Document) -> Result<u64> {
+        self.find(filter).count()
+    }
+
+    /// Replaces the first document matching `filter`.
+    pub fn replace_one(&self, filter: Document, doc: Document, upsert: bool) -> Result<UpdateResult> {
+        self.write(|t, parts| t.replace_one(&self.name, parts, &filter, doc, upsert))
+    }
+
+    /// Updates the first document matching `filter`.
+    pub fn update_one(&self, filter: Document, update: Document, upsert: bool) -> Result<UpdateResult> {
+        self.write(|t, parts| t.update(&self.name, parts, &filter, &update, false, upsert))
+    }
+
+    /// Updates every document matching `filter`.
+    pub fn update_many(&self, filter: Document, update: Document, upsert: bool) -> Result<UpdateResult> {
+        self.write(|t, parts| t.update(&self.name, parts, &filter, &update, true, upsert))
+    }
+
+    /// Deletes the first document matching `filter`; returns 0 or 1.
+    pub fn delete_one(&self, filter: Document) -> Result<u64> {
+        self.write(|t, parts| t.delete(&self.name, parts, &filter, false))
+    }
+
+    /// Deletes every document matching `filter`; returns how many.
+    pub fn delete_many(&self, filter: Document) -> Result<u64> {
+        self.write(|t, parts| t.delete(&self.name, parts, &filter, true))
+    }
+
+    /// Creates an index on `field` (a dot path) over the existing documents.
+    pub fn create_index(&self, field: &str) -> Result<()> {
+        self.db.transaction(|t| t.create_index(&self.name, field))
+    }
+
+    /// Drops the index on `field`.
+    pub fn drop_index(&self, field: &str) -> Result<()> {
+        self.db.transaction(|t| t.drop_index(&self.name, field))
+    }
+}

@@ -1,0 +1,108 @@
+//! `Db`: the handle a program opens.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use slate_core::{CollectionConfig, Database, MemoryStore, RocksStore};
+
+use crate::{Collection, Result, Transaction};
+
+/// An open Slate database. Cheap to clone; every clone is the same database.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pub(crate) inner: Arc<Database>,
+}
+
+/// Options for opening a database on disk; each setter states its default.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct DbBuilder {
+    store: slate_core::RocksStoreBuilder,
+}
+
+impl DbBuilder {
+    /// Whether each commit is fsynced before it returns. Default `true`: an
+    /// acknowledged write survives power loss. `false` keeps it across a
+    /// process crash only.
+    pub fn sync(self, sync: bool) -> Self {
+        Self { store: self.store.sync(sync) }
+    }
+
+    /// RocksDB block cache size. Default 64 MiB.
+    pub fn block_cache_bytes(self, bytes: usize) -> Self {
+        Self { store: self.store.block_cache_bytes(bytes) }
+    }
+
+    /// Whether to create the database when the directory has none. Default `true`.
+    pub fn create_if_missing(self, create: bool) -> Self {
+        Self { store: self.store.create_if_missing(create) }
+    }
+
+    /// Opens the database, rebuilding vector caches from disk.
+    pub fn open(self) -> Result<Db> {
+        let store = self.store.open()?;
+        Ok(Db { inner: Arc::new(Database::open(Arc::new(store))?) })
+    }
+}
+
+impl Db {
+    /// Opens (or creates) the database in directory `path` on RocksDB, with
+    /// synced commits.
+    pub fn open(path: impl AsRef<Path>) -> Result<Db> {
+        Self::builder(path).open()
+    }
+
+    /// Options for opening the database in `path`.
+    pub fn builder(path: impl AsRef<Path>) -> DbBuilder {
+        DbBuilder { store: RocksStore::builder(path) }
+    }
+
+    /// A database held in memory only.
+    pub fn memory() -> Db {
+        let db = Database::open(Arc::new(MemoryStore::new()))
+            .expect("opening an empty in-memory database cannot fail");
+        Db { inner: Arc::new(db) }
+    }
+
+    /// The layer underneath (storage, collections, raw reads).
+    pub fn database(&self) -> &Database {
+        &self.inner
+    }
+
+    /// Creates a collection and returns its handle.
+    pub fn create_collection(&self, config: CollectionConfig) -> Result<Collection> {
+        let name = config.name.clone();
+        self.inner.create_collection(config)?;
+        Ok(Collection::new(self.clone(), name))
+    }
+
+    /// The handle of an existing collection; `UnknownCollection` otherwise.
+    pub fn collection(&self, name: &str) -> Result<Collection> {
+        self.inner.collection_config(name)?;
+        Ok(Collection::new(self.clone(), name.to_owned()))
+    }
+
+    /// Drops a collection and everything in it.
+    pub fn drop_collection(&self, name: &str) -> Result<()> {
+        Ok(self.inner.drop_collection(name)?)
+    }
+
+    /// The collection names, sorted.
+    pub fn list_collections(&self) -> Result<Vec<String>> {
+        Ok(self.inner.list_collections()?)
+    }
+
+    /// Starts a multi-document write transaction (waiting for the current one).
+    /// Commit with [`Transaction::commit`]; dropping it rolls back.
+    pub fn begin(&self) -> Result<Transaction<'_>> {
+        Transaction::new(&self.inner)
+    }
+
+    /// Runs `f` in a transaction and commits it if `f` returns `Ok`.
+    pub fn transaction<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut txn = self.begin()?;
+        let out = f(&mut txn)?;
+        txn.commit()?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,98 @@
+//! `Find`: the query builder.
+
+use bson::Document;
+use slate_query::{plan_find, Cursor, FindSpec, Plan, SortField};
+
+use crate::{Collection, Result};
+
+/// A find being built. Nothing runs until `iter`, `run`, `count` or `explain`.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Find<'c> {
+    coll: &'c Collection,
+    filter: Document,
+    sort: Vec<String>,
+    skip: usize,
+    limit: Option<usize>,
+    projection: Option<Vec<String>>,
+}
+
+impl<'c> Find<'c> {
+    pub(crate) fn new(coll: &'c Collection, filter: Document) -> Self {
+        Self { coll, filter, sort: Vec::new(), skip: 0, limit: None, projection: None }
+    }
+
+    /// Adds a sort field: `"field"` ascending or `"field:desc"`. Default: key order.
+    pub fn sort(mut self, spec: impl Into<String>) -> Self {
+        self.sort.push(spec.into());
+        self
+    }
+
+    /// Skips the first `n` results. Default 0.
+    pub fn skip(mut self, n: usize) -> Self {
+        self.skip = n;
+        self
+    }
+
+    /// Returns at most `n` results. Default: all.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+
+    /// Returns only `_id` and these dot paths. Default: every stored field.
+    pub fn project<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        self.projection = Some(fields.into_iter().map(Into::into).collect());
+        self
+    }
+
+    fn spec(&self) -> Result<FindSpec> {
+        let filter = if self.filter.is_empty() { None } else { Some(slate_query::Filter::parse(&self.filter)?) };
+        let sort = self
+            .sort
+            .iter()
+            .map(|s| SortField::parse(s).map_err(|reason| slate_query::Error::InvalidQuery { reason }))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(FindSpec { filter, sort, skip: self.skip, limit: self.limit, projection: self.projection.clone() })
+    }
+
+    /// Runs the query lazily: documents are read, filtered and materialised
+    /// batch by batch as the iterator advances, all from one snapshot.
+    pub fn iter(self) -> Result<Cursor<'c>> {
+        let spec = self.spec()?;
+        let txn = self.coll.db.inner.read();
+        let read = txn.collection(&self.coll.name)?;
+        let parts = self.coll.parts(&read)?;
+        let plan = plan_find(&read, &parts, &spec)?;
+        Ok(Cursor::new(read, plan, parts)?)
+    }
+
+    /// Runs the query and collects the documents.
+    pub fn run(self) -> Result<Vec<Document>> {
+        Ok(self.iter()?.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Counts the matches (after skip and limit) without materialising them.
+    pub fn count(self) -> Result<u64> {
+        let unfiltered = self.filter.is_empty() && self.skip == 0 && self.limit.is_none();
+        if unfiltered {
+            let txn = self.coll.db.inner.read();
+            let read = txn.collection(&self.coll.name)?;
+            let mut n = 0;
+            for part in self.coll.parts(&read)? {
+                n += read.count(&part)?;
+            }
+            return Ok(n);
+        }
+        Ok(self.iter()?.count()?)
+    }
+
+    /// The plan the query would run, with its estimates.
+    pub fn explain(self) -> Result<Plan> {
+        let spec = self.spec()?;
+        let txn = self.coll.db.inner.read();
+        let read = txn.collection(&self.coll.name)?;
+        let parts = self.coll.parts(&read)?;
+        Ok(plan_find(&read, &parts, &spec)?)
+    }
+}

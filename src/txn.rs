@@ -1,0 +1,159 @@
+//! `Transaction`: several writes committed atomically.
+
+use bson::{Bson, Document};
+use slate_core::{Part, WriteTxn};
+use slate_query::{matching_keys, Filter, Update};
+
+use crate::Result;
+
+/// What an update or replace did.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct UpdateResult {
+    /// Documents the filter matched (at most one for the `_one` forms).
+    pub matched: u64,
+    /// Documents whose bytes changed.
+    pub modified: u64,
+    /// The `_id` of the document an upsert inserted.
+    pub upserted_id: Option<Bson>,
+}
+
+/// A write transaction over the whole database. Reads inside it see its own
+/// writes (vector searches see the last commit). Commit with
+/// [`Transaction::commit`]; dropping it rolls everything back.
+#[derive(Debug)]
+pub struct Transaction<'db> {
+    inner: WriteTxn<'db>,
+}
+
+fn parse_filter(filter: &Document) -> Result<Option<Filter>> {
+    if filter.is_empty() {
+        Ok(None)
+    } else {
+        Ok(Some(Filter::parse(filter)?))
+    }
+}
+
+impl<'db> Transaction<'db> {
+    pub(crate) fn new(db: &'db slate_core::Database) -> Result<Self> {
+        Ok(Self { inner: db.begin_write()? })
+    }
+
+    /// The core transaction underneath.
+    pub fn inner(&mut self) -> &mut WriteTxn<'db> {
+        &mut self.inner
+    }
+
+    /// Inserts a document; returns its `_id`.
+    pub fn insert(&mut self, collection: &str, doc: Document) -> Result<Bson> {
+        Ok(self.inner.insert(collection, doc)?)
+    }
+
+    /// Inserts several documents; on the first failure the transaction should
+    /// be dropped (the facade's `insert_many` does so, writing nothing).
+    pub fn insert_many(&mut self, collection: &str, docs: impl IntoIterator<Item = Document>) -> Result<Vec<Bson>> {
+        docs.into_iter().map(|d| self.insert(collection, d)).collect()
+    }
+
+    /// The document with `_id` `id` in partition `part`.
+    pub fn get(&self, collection: &str, part: &Part, id: &Bson) -> Result<Option<Document>> {
+        Ok(self.inner.get(collection, part, id)?)
+    }
+
+    /// Keys of the documents matching `filter` in `parts`, at most `limit`.
+    fn matches(&self, collection: &str, parts: &[Part], filter: &Document, limit: Option<usize>) -> Result<Vec<Vec<u8>>> {
+        let filter = parse_filter(filter)?;
+        let read = self.inner.collection(collection)?;
+        Ok(matching_keys(&read, parts, filter.as_ref(), limit)?)
+    }
+
+    /// Applies `update` to the documents matching `filter` (one when
+    /// `many` is false); with `upsert`, inserts a document built from the
+    /// filter's equality fields and the update when nothing matches.
+    pub fn update(
+        &mut self,
+        collection: &str,
+        parts: &[Part],
+        filter: &Document,
+        update: &Document,
+        many: bool,
+        upsert: bool,
+    ) -> Result<UpdateResult> {
+        let update = Update::parse(update)?;
+        let keys = self.matches(collection, parts, filter, if many { None } else { Some(1) })?;
+        let mut result = UpdateResult { matched: keys.len() as u64, ..Default::default() };
+        for key in &keys {
+            let read = self.inner.collection(collection)?;
+            let Some(raw) = read.get_keys(&[key.as_slice()])?.into_iter().flatten().next() else { continue };
+            let old = read.materialize_full(&raw)?;
+            drop(raw);
+            drop(read);
+            let new = update.apply(&old)?;
+            if new != old {
+                self.inner.replace_key(collection, key, new)?;
+                result.modified += 1;
+            }
+        }
+        if keys.is_empty() && upsert {
+            let seed = slate_query::equality_seed(filter);
+            let doc = update.apply(&seed)?;
+            result.upserted_id = Some(self.insert(collection, doc)?);
+        }
+        Ok(result)
+    }
+
+    /// Replaces the first document matching `filter` by `doc`; with `upsert`,
+    /// inserts `doc` when nothing matches.
+    pub fn replace_one(
+        &mut self,
+        collection: &str,
+        parts: &[Part],
+        filter: &Document,
+        doc: Document,
+        upsert: bool,
+    ) -> Result<UpdateResult> {
+        let keys = self.matches(collection, parts, filter, Some(1))?;
+        let mut result = UpdateResult { matched: keys.len() as u64, ..Default::default() };
+        match keys.first() {
+            Some(key) => {
+                if self.inner.replace_key(collection, key, doc)? {
+                    result.modified = 1;
+                }
+            }
+            None if upsert => result.upserted_id = Some(self.insert(collection, doc)?),
+            None => {}
+        }
+        Ok(result)
+    }
+
+    /// Deletes the documents matching `filter` (the first one unless `many`);
+    /// returns how many were deleted.
+    pub fn delete(&mut self, collection: &str, parts: &[Part], filter: &Document, many: bool) -> Result<u64> {
+        let keys = self.matches(collection, parts, filter, if many { None } else { Some(1) })?;
+        let mut n = 0;
+        for key in keys {
+            if self.inner.delete_key(collection, &key)? {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Creates an index over the existing documents.
+    pub fn create_index(&mut self, collection: &str, field: &str) -> Result<()> {
+        Ok(self.inner.create_index(collection, field)?)
+    }
+
+    /// Drops an index.
+    pub fn drop_index(&mut self, collection: &str, field: &str) -> Result<()> {
+        Ok(self.inner.drop_index(collection, field)?)
+    }
+
+    /// Commits every write atomically; returns the commit version.
+    pub fn commit(self) -> Result<u64> {
+        Ok(self.inner.commit()?)
+    }
+
+    /// Discards every write (the same as dropping the transaction).
+    pub fn rollback(self) {}
+}

@@ -1,0 +1,430 @@
+//! The row arena: rows of `dim` f32 in fixed-size chunks that are allocated
+//! once and never move or reallocate.
+//!
+//! # Concurrency protocol (why the `unsafe` in this module is sound)
+//!
+//! Row memory (vector components and id bytes) lives in `UnsafeCell`s.
+//!
+//! 1. It is written only through the arena's one [`ArenaCursor`] (created
+//!    with the arena, not cloneable), whose writing methods take `&mut self`
+//!    (or, for the parallel fill, hand each worker a distinct row).
+//! 2. The cursor writes only rows at index `>= published`: it hands out rows
+//!    from `next >= published`, and rollback moves `next` back to
+//!    `published`, never below. `published` only grows.
+//! 3. The cursor publishes rows with a `Release` store of `published` after
+//!    writing them. A reader ([`ArenaSnapshot`]) loads `published` once with
+//!    `Acquire` and afterwards reads only rows below the value it loaded.
+//!
+//! Hence every read of a row's memory happens-after the row's last write, and
+//! no write to it can follow: there is no data race. `born` and `died` are
+//! atomics and may be read and written at any time. Chunks are
+//! reference-counted: a snapshot keeps alive the chunks it saw.
+#![allow(unsafe_code)]
+
+use std::cell::UnsafeCell;
+use std::mem;
+use std::ops::Range;
+use std::ptr;
+use std::slice;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+
+/// `born`/`died` value meaning "not yet" (uncommitted / still live).
+pub(crate) const UNSET: u64 = u64::MAX;
+
+/// Rows per arena: row ids are `u32`.
+pub(crate) const MAX_ROWS: usize = u32::MAX as usize;
+
+struct Chunk {
+    data: Box<[UnsafeCell<f32>]>,
+    ids: Box<[UnsafeCell<Box<[u8]>>]>,
+    born: Box<[AtomicU64]>,
+    died: Box<[AtomicU64]>,
+}
+
+// SAFETY: the only non-`Sync` fields are the `UnsafeCell`s. Per the module
+// protocol their contents are mutated only by the unique cursor, only for rows
+// no snapshot reads, and published with Release/Acquire before any read.
+unsafe impl Sync for Chunk {}
+
+impl Chunk {
+    fn new(rows: usize, dim: usize) -> Self {
+        Chunk {
+            data: (0..rows * dim).map(|_| UnsafeCell::new(0.0)).collect(),
+            ids: (0..rows).map(|_| UnsafeCell::new(Box::default())).collect(),
+            born: (0..rows).map(|_| AtomicU64::new(UNSET)).collect(),
+            died: (0..rows).map(|_| AtomicU64::new(UNSET)).collect(),
+        }
+    }
+
+    fn bytes(rows: usize, dim: usize) -> usize {
+        mem::size_of::<Chunk>()
+            + 2 * mem::size_of::<usize>() // Arc counts
+            + rows
+                * (dim * mem::size_of::<f32>()
+                    + mem::size_of::<Box<[u8]>>()
+                    + 2 * mem::size_of::<AtomicU64>())
+    }
+}
+
+/// Rows in fixed-size chunks, plus the published row count.
+pub(crate) struct Arena {
+    dim: usize,
+    chunk_rows: usize,
+    chunks: RwLock<Vec<Arc<Chunk>>>,
+    published: AtomicUsize,
+    /// Heap bytes of the ids held in all slots (published or not).
+    id_bytes: AtomicUsize,
+}
+
+impl Arena {
+    /// A new empty arena and its one cursor.
+    pub(crate) fn new(dim: usize, chunk_rows: usize) -> (Arc<Arena>, ArenaCursor) {
+        let arena = Arc::new(Arena {
+            dim,
+            chunk_rows,
+            chunks: RwLock::new(Vec::new()),
+            published: AtomicUsize::new(0),
+            id_bytes: AtomicUsize::new(0),
+        });
+        let cursor = ArenaCursor {
+            arena: Arc::clone(&arena),
+            chunks: Vec::new(),
+            next: 0,
+        };
+        (arena, cursor)
+    }
+
+    /// Rows published so far.
+    pub(crate) fn published(&self) -> usize {
+        self.published.load(Ordering::Acquire)
+    }
+
+    /// The published rows as of now. Takes the chunk-list lock briefly.
+    pub(crate) fn snapshot(&self) -> ArenaSnapshot {
+        let rows = self.published.load(Ordering::Acquire);
+        // Every chunk holding a row below `rows` was pushed before that row was
+        // published, so the list read after the Acquire load contains it.
+        let needed = rows.div_ceil(self.chunk_rows);
+        let chunks = self.chunks.read().unwrap_or_else(PoisonError::into_inner);
+        ArenaSnapshot {
+            chunks: chunks.iter().take(needed).cloned().collect(),
+            rows,
+            dim: self.dim,
+            chunk_rows: self.chunk_rows,
+        }
+    }
+
+    /// Bytes allocated for chunks, ids and the chunk list.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        let chunks = self.chunks.read().unwrap_or_else(PoisonError::into_inner);
+        chunks.len() * Chunk::bytes(self.chunk_rows, self.dim)
+            + chunks.capacity() * mem::size_of::<Arc<Chunk>>()
+            + self.id_bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// The arena's one writer. See the module docs for the protocol it keeps.
+pub(crate) struct ArenaCursor {
+    arena: Arc<Arena>,
+    /// The writer's copy of the chunk list (the shared one is for readers).
+    chunks: Vec<Arc<Chunk>>,
+    /// Rows `published..next` are staged: written, not yet published.
+    next: usize,
+}
+
+impl ArenaCursor {
+    /// Rows published (only this cursor stores it, so Relaxed sees our own writes).
+    pub(crate) fn published(&self) -> usize {
+        self.arena.published.load(Ordering::Relaxed)
+    }
+
+    /// End of the staged rows.
+    pub(crate) fn next(&self) -> usize {
+        self.next
+    }
+
+    fn locate(&self, row: usize) -> Option<(&Chunk, usize)> {
+        let chunk = self.chunks.get(row / self.arena.chunk_rows)?;
+        Some((chunk, row % self.arena.chunk_rows))
+    }
+
+    /// Hands out rows `next..next + n` (allocating chunks) and returns `next`.
+    fn reserve(&mut self, n: usize) -> Result<usize> {
+        let start = self.next;
+        let end = start
+            .checked_add(n)
+            .filter(|&end| end <= MAX_ROWS)
+            .ok_or(Error::TooManyRows { limit: MAX_ROWS })?;
+        let (chunk_rows, dim) = (self.arena.chunk_rows, self.arena.dim);
+        while self.chunks.len() * chunk_rows < end {
+            let chunk = Arc::new(Chunk::new(chunk_rows, dim));
+            self.arena
+                .chunks
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Arc::clone(&chunk));
+            self.chunks.push(chunk);
+        }
+        self.next = end;
+        Ok(start)
+    }
+
+    /// Writes a row's vector and, if given, its id; resets its versions.
+    ///
+    /// # Safety
+    /// `published <= row < next`, and no other thread accesses row `row`
+    /// during the call (the caller holds `&mut self`, or gives each parallel
+    /// worker its own row).
+    unsafe fn write_row(&self, row: usize, id: Option<&[u8]>, vector: &[f32]) {
+        let Some((chunk, i)) = self.locate(row) else {
+            return;
+        };
+        let dim = self.arena.dim;
+        let cells = &chunk.data[i * dim..(i + 1) * dim];
+        // SAFETY: by the caller's contract this row is unpublished (no
+        // snapshot reads it) and nobody else writes it; `cells` covers exactly
+        // its `dim` components and at most `dim` floats are copied.
+        unsafe {
+            ptr::copy_nonoverlapping(
+                vector.as_ptr(),
+                UnsafeCell::raw_get(cells.as_ptr()),
+                dim.min(vector.len()),
+            );
+        }
+        if let Some(id) = id {
+            // SAFETY: same contract: exclusive access to this unpublished slot.
+            let old = unsafe { mem::replace(&mut *chunk.ids[i].get(), Box::from(id)) };
+            self.arena.id_bytes.fetch_add(id.len(), Ordering::Relaxed);
+            self.arena.id_bytes.fetch_sub(old.len(), Ordering::Relaxed);
+        }
+        chunk.born[i].store(UNSET, Ordering::Relaxed);
+        chunk.died[i].store(UNSET, Ordering::Relaxed);
+    }
+
+    /// Stages a new row; returns its index.
+    pub(crate) fn append(&mut self, id: &[u8], vector: &[f32]) -> Result<u32> {
+        let row = self.reserve(1)?;
+        // SAFETY: `row` was just reserved, so `published <= row < next`, and
+        // `&mut self` excludes every other writer.
+        unsafe { self.write_row(row, Some(id), vector) };
+        Ok(row as u32)
+    }
+
+    /// Stages one new row per item, filled in parallel; returns the first
+    /// row's index (the rest follow in order).
+    pub(crate) fn append_many<K, V>(&mut self, items: &[(K, V)]) -> Result<usize>
+    where
+        K: AsRef<[u8]> + Sync,
+        V: AsRef<[f32]> + Sync,
+    {
+        let start = self.reserve(items.len())?;
+        let this = &*self;
+        items.par_iter().enumerate().for_each(|(j, (id, v))| {
+            // SAFETY: rows `start..start + len` were just reserved (so are at or
+            // beyond `published`), we hold `&mut self` for the duration, and
+            // each worker writes its own row `start + j`.
+            unsafe { this.write_row(start + j, Some(id.as_ref()), v.as_ref()) };
+        });
+        Ok(start)
+    }
+
+    /// Replaces the vector of a staged row; false (and nothing written) if
+    /// `row` is not staged.
+    pub(crate) fn overwrite(&mut self, row: u32, vector: &[f32]) -> bool {
+        let row = row as usize;
+        if row < self.published() || row >= self.next {
+            return false;
+        }
+        // SAFETY: just checked `published <= row < next`; `&mut self` excludes
+        // other writers.
+        unsafe { self.write_row(row, None, vector) };
+        true
+    }
+
+    /// Id of a published or staged row.
+    pub(crate) fn id(&self, row: u32) -> Option<&[u8]> {
+        let row = row as usize;
+        if row >= self.next {
+            return None;
+        }
+        let (chunk, i) = self.locate(row)?;
+        // SAFETY: published rows are never written again; staged rows are
+        // written only through `&mut self`, which cannot coexist with the
+        // `&self` this borrow is tied to.
+        Some(unsafe { &*chunk.ids[i].get() })
+    }
+
+    pub(crate) fn died(&self, row: u32) -> u64 {
+        self.locate(row as usize)
+            .map_or(UNSET, |(c, i)| c.died[i].load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_born(&self, row: u32, version: u64) {
+        if let Some((c, i)) = self.locate(row as usize) {
+            c.born[i].store(version, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn set_died(&self, row: u32, version: u64) {
+        if let Some((c, i)) = self.locate(row as usize) {
+            c.died[i].store(version, Ordering::Relaxed);
+        }
+    }
+
+    /// Publishes every staged row (and orders all earlier stores, `born` and
+    /// `died` included, before any snapshot that sees the new count).
+    pub(crate) fn publish(&mut self) {
+        self.arena.published.store(self.next, Ordering::Release);
+    }
+
+    /// Drops every staged row; their slots are reused by later appends.
+    pub(crate) fn rollback(&mut self) {
+        self.next = self.published();
+    }
+}
+
+/// The rows published when the snapshot was taken; holds their chunks alive.
+pub(crate) struct ArenaSnapshot {
+    chunks: Vec<Arc<Chunk>>,
+    rows: usize,
+    dim: usize,
+    chunk_rows: usize,
+}
+
+impl ArenaSnapshot {
+    /// Rows covered (visible or not); row indices are below this.
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Splits `0..rows` into ranges of at most `max_rows` that never cross a
+    /// chunk boundary.
+    pub(crate) fn ranges(&self, max_rows: usize) -> Vec<Range<usize>> {
+        let step = max_rows.clamp(1, self.chunk_rows);
+        let mut out = Vec::with_capacity(self.rows.div_ceil(step) + self.chunks.len());
+        let mut base = 0;
+        while base < self.rows {
+            let chunk_end = (base + self.chunk_rows).min(self.rows);
+            let mut start = base;
+            while start < chunk_end {
+                let end = (start + step).min(chunk_end);
+                out.push(start..end);
+                start = end;
+            }
+            base = chunk_end;
+        }
+        out
+    }
+
+    /// Rows `range` as slices, if the range lies within one chunk and below
+    /// `rows`.
+    pub(crate) fn segment(&self, range: Range<usize>) -> Option<Segment<'_>> {
+        if range.start > range.end || range.end > self.rows {
+            return None;
+        }
+        let c = range.start / self.chunk_rows;
+        let i0 = range.start - c * self.chunk_rows;
+        let i1 = range.end - c * self.chunk_rows;
+        if i1 > self.chunk_rows {
+            return None;
+        }
+        let chunk = self.chunks.get(c)?;
+        let cells = &chunk.data[i0 * self.dim..i1 * self.dim];
+        let id_cells = &chunk.ids[i0..i1];
+        // SAFETY: rows below `self.rows` were published before this snapshot
+        // loaded the count (Acquire) and are never written again (module
+        // docs), so shared references to them stay valid while `&self` keeps
+        // the chunk alive. `UnsafeCell<T>` has the same layout as `T`.
+        let (data, ids) = unsafe {
+            (
+                slice::from_raw_parts(cells.as_ptr().cast::<f32>(), cells.len()),
+                slice::from_raw_parts(id_cells.as_ptr().cast::<Box<[u8]>>(), id_cells.len()),
+            )
+        };
+        Some(Segment {
+            base: range.start,
+            dim: self.dim,
+            data,
+            ids,
+            born: &chunk.born[i0..i1],
+            died: &chunk.died[i0..i1],
+        })
+    }
+
+    fn one(&self, row: usize) -> Option<Segment<'_>> {
+        self.segment(row..row.checked_add(1)?)
+    }
+
+    pub(crate) fn id(&self, row: usize) -> Option<&[u8]> {
+        Some(self.one(row)?.id(0))
+    }
+
+    pub(crate) fn vector(&self, row: usize) -> Option<&[f32]> {
+        Some(self.one(row)?.vector(0))
+    }
+
+    pub(crate) fn born(&self, row: usize) -> u64 {
+        self.one(row).map_or(UNSET, |s| s.born(0))
+    }
+
+    pub(crate) fn died(&self, row: usize) -> u64 {
+        self.one(row).map_or(UNSET, |s| s.died(0))
+    }
+
+    pub(crate) fn visible(&self, row: usize, version: u64) -> bool {
+        self.one(row).is_some_and(|s| s.visible(0, version))
+    }
+}
+
+/// Consecutive published rows of one chunk, as plain slices.
+pub(crate) struct Segment<'a> {
+    base: usize,
+    dim: usize,
+    data: &'a [f32],
+    ids: &'a [Box<[u8]>],
+    born: &'a [AtomicU64],
+    died: &'a [AtomicU64],
+}
+
+impl<'a> Segment<'a> {
+    /// Index of the segment's first row.
+    pub(crate) fn base(&self) -> usize {
+        self.base
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Components of the `i`-th row of the segment.
+    pub(crate) fn vector(&self, i: usize) -> &'a [f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    pub(crate) fn id(&self, i: usize) -> &'a [u8] {
+        &self.ids[i]
+    }
+
+    pub(crate) fn born(&self, i: usize) -> u64 {
+        self.born[i].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn died(&self, i: usize) -> u64 {
+        self.died[i].load(Ordering::Relaxed)
+    }
+
+    /// Visible at `version` iff `born <= version < died`.
+    ///
+    /// Relaxed loads suffice: a commit that is concurrent with the scan has a
+    /// version above the view's, and either value it writes (`UNSET` or that
+    /// version) gives the same answer for the view's version.
+    #[inline]
+    pub(crate) fn visible(&self, i: usize, version: u64) -> bool {
+        self.born(i) <= version && version < self.died(i)
+    }
+}

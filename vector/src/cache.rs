@@ -1,0 +1,436 @@
+//! [`VectorCache`]: one per vector field; MVCC rows in an append-only arena.
+//!
+//! # Design
+//!
+//! Rows live in an [`Arena`](crate::arena) of fixed-size chunks that never
+//! move. Each row carries `born` (the commit version that made it visible)
+//! and `died` (the version that retired it); a view at version `s` sees a row
+//! iff `born <= s < died`. An upsert appends a row and retires the id's live
+//! row at the same version; a delete only retires. Staged rows sit beyond the
+//! published row count, so readers never see them; commit stamps versions,
+//! links the new rows into the id index and publishes them; rollback just
+//! forgets them and their slots are reused.
+//!
+//! Compaction builds a new *generation* (arena + index) holding only the rows
+//! still visible at some version `>= min_version_in_use`, and swaps it in.
+//! Views already taken keep the old generation alive through their `Arc`s;
+//! new views use the new one. A generation can serve views at versions
+//! `>= oldest_version` only.
+//!
+//! Caller contract: commit versions strictly increase, and a view at version
+//! `s` is taken only after every commit at a version `<= s` has returned
+//! (otherwise the view may see part of that commit; memory safety does not
+//! depend on it).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use crate::arena::{Arena, ArenaCursor, UNSET};
+use crate::error::{Error, Result};
+use crate::index::IdIndex;
+use crate::metric::Metric;
+use crate::view::CacheView;
+use crate::writer::Writer;
+
+/// Largest accepted dimension.
+pub const MAX_DIM: usize = 65_536;
+/// Most floats in one chunk (1 GiB).
+const MAX_CHUNK_FLOATS: usize = 1 << 28;
+/// Default chunk rows: 1024, fewer for wide vectors (at most 16 MiB a chunk).
+const DEFAULT_CHUNK_ROWS: usize = 1024;
+const DEFAULT_CHUNK_BYTES: usize = 16 << 20;
+
+/// Configuration of a [`VectorCache`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CacheConfig {
+    /// Components per vector, `1..=MAX_DIM`.
+    pub dim: usize,
+    /// Distance metric.
+    pub metric: Metric,
+    /// Rows per chunk; every chunk is allocated whole, once.
+    pub chunk_rows: usize,
+}
+
+impl CacheConfig {
+    /// A config with the default chunk size: 1024 rows, or fewer so that a
+    /// chunk holds at most 16 MiB of vectors.
+    pub fn new(dim: usize, metric: Metric) -> Self {
+        let per_row = dim.max(1) * std::mem::size_of::<f32>();
+        CacheConfig {
+            dim,
+            metric,
+            chunk_rows: (DEFAULT_CHUNK_BYTES / per_row).clamp(1, DEFAULT_CHUNK_ROWS),
+        }
+    }
+
+    /// Sets the rows per chunk (default: see [`new`](Self::new)).
+    pub fn chunk_rows(mut self, rows: usize) -> Self {
+        self.chunk_rows = rows;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.dim == 0 || self.dim > MAX_DIM {
+            return Err(Error::InvalidDimension {
+                dim: self.dim,
+                max: MAX_DIM,
+            });
+        }
+        let max = MAX_CHUNK_FLOATS / self.dim;
+        if self.chunk_rows == 0 || self.chunk_rows > max {
+            return Err(Error::InvalidChunkRows {
+                chunk_rows: self.chunk_rows,
+                max,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One generation: an arena and its id index.
+pub(crate) struct Generation {
+    pub(crate) config: CacheConfig,
+    pub(crate) arena: Arc<Arena>,
+    pub(crate) index: RwLock<IdIndex>,
+    /// Views below this version cannot be served (compacted away).
+    pub(crate) oldest_version: u64,
+    /// Published rows with `died != UNSET`.
+    pub(crate) retired: AtomicUsize,
+}
+
+/// Write-side state, behind the cache's writer mutex.
+pub(crate) struct WriteState {
+    pub(crate) generation: Arc<Generation>,
+    pub(crate) cursor: ArenaCursor,
+    pub(crate) last_version: Option<u64>,
+}
+
+/// What [`VectorCache::compact`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompactionReport {
+    /// Rows in the old generation.
+    pub rows_before: usize,
+    /// Rows copied into the new one.
+    pub rows_after: usize,
+    /// The new generation's oldest readable version.
+    pub oldest_version: u64,
+}
+
+/// The rows of one vector field, searchable at any committed version.
+///
+/// One writer at a time ([`writer`](Self::writer) blocks while another is
+/// alive); any number of readers, which never wait for the writer except
+/// for brief lookups (see [`CacheView::row_of`]).
+pub struct VectorCache {
+    config: CacheConfig,
+    current: RwLock<Arc<Generation>>,
+    write: Mutex<WriteState>,
+    /// Last committed version, `UNSET` if none.
+    committed: AtomicU64,
+}
+
+impl std::fmt::Debug for VectorCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VectorCache")
+            .field("config", &self.config)
+            .field("rows", &self.generation().arena.published())
+            .field("last_committed_version", &self.last_committed_version())
+            .finish_non_exhaustive()
+    }
+}
+
+impl VectorCache {
+    /// An empty cache with the default chunk size.
+    pub fn new(dim: usize, metric: Metric) -> Result<Self> {
+        Self::with_config(CacheConfig::new(dim, metric))
+    }
+
+    /// An empty cache.
+    pub fn with_config(config: CacheConfig) -> Result<Self> {
+        config.validate()?;
+        let (generation, cursor) = new_generation(&config, 0);
+        Ok(VectorCache {
+            current: RwLock::new(Arc::clone(&generation)),
+            write: Mutex::new(WriteState {
+                generation,
+                cursor,
+                last_version: None,
+            }),
+            committed: AtomicU64::new(UNSET),
+            config,
+        })
+    }
+
+    /// The cache's configuration.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    /// Components per vector.
+    pub fn dim(&self) -> usize {
+        self.config.dim
+    }
+
+    /// The distance metric.
+    pub fn metric(&self) -> Metric {
+        self.config.metric
+    }
+
+    pub(crate) fn generation(&self) -> Arc<Generation> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The rows as of `version` (`u64::MAX` reads the latest state). Holds no
+    /// lock afterwards; keeps the rows it sees alive.
+    ///
+    /// Fails with [`Error::VersionCompacted`] below
+    /// [`oldest_version`](Self::oldest_version).
+    pub fn view(&self, version: u64) -> Result<CacheView> {
+        let generation = self.generation();
+        if version < generation.oldest_version {
+            return Err(Error::VersionCompacted {
+                requested: version,
+                oldest: generation.oldest_version,
+            });
+        }
+        let snapshot = generation.arena.snapshot();
+        Ok(CacheView::new(generation, snapshot, version.min(UNSET - 1)))
+    }
+
+    /// The write transaction; blocks while another one is alive. Commit with
+    /// [`Writer::commit`]; dropping it rolls back.
+    pub fn writer(&self) -> Writer<'_> {
+        Writer::new(self, self.lock_write())
+    }
+
+    pub(crate) fn lock_write(&self) -> MutexGuard<'_, WriteState> {
+        // A panic while writing leaves only staged rows behind, which the
+        // writer's drop already discarded: the state is consistent.
+        self.write.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn set_committed(&self, version: u64) {
+        self.committed.store(version, Ordering::Release);
+    }
+
+    /// The last committed version, if any.
+    pub fn last_committed_version(&self) -> Option<u64> {
+        Some(self.committed.load(Ordering::Acquire)).filter(|&v| v != UNSET)
+    }
+
+    /// The oldest version a new view can be taken at.
+    pub fn oldest_version(&self) -> u64 {
+        self.generation().oldest_version
+    }
+
+    /// Bulk load (at open): upserts every item and commits at `version`, as
+    /// one transaction; vectors are validated and copied in parallel. On any
+    /// bad vector nothing is written. Returns the number of items loaded.
+    pub fn load<I, K, V>(&self, items: I, version: u64) -> Result<usize>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<[u8]> + Send + Sync,
+        V: AsRef<[f32]> + Send + Sync,
+    {
+        const BATCH: usize = 8192;
+        let mut writer = self.writer();
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut total = 0;
+        for item in items {
+            batch.push(item);
+            if batch.len() == BATCH {
+                writer.upsert_batch(&batch)?;
+                total += batch.len();
+                batch.clear();
+            }
+        }
+        writer.upsert_batch(&batch)?;
+        total += batch.len();
+        writer.commit(version)?;
+        Ok(total)
+    }
+
+    /// Fraction of the current generation's rows that are retired (or were
+    /// cancelled within their transaction): the compaction trigger.
+    pub fn retired_fraction(&self) -> f64 {
+        let generation = self.generation();
+        let rows = generation.arena.published();
+        if rows == 0 {
+            return 0.0;
+        }
+        generation.retired.load(Ordering::Relaxed) as f64 / rows as f64
+    }
+
+    /// Bytes allocated by the current generation: chunks (vectors, id
+    /// pointers, versions), id bytes, and the id index. Older generations
+    /// kept alive by views are not counted.
+    pub fn memory_bytes(&self) -> usize {
+        let generation = self.generation();
+        let index = generation
+            .index
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .memory_bytes();
+        generation.arena.memory_bytes() + index
+    }
+
+    /// Live rows (as of the last commit) × dim × 4: the payload.
+    pub fn raw_vector_bytes(&self) -> usize {
+        let generation = self.generation();
+        let live = generation.arena.published() - generation.retired.load(Ordering::Relaxed);
+        live * self.config.dim * std::mem::size_of::<f32>()
+    }
+
+    /// Rewrites the cache keeping only rows visible at some version
+    /// `>= min_version_in_use` and swaps the new generation in.
+    ///
+    /// Waits for (and blocks) the writer meanwhile. Views already taken keep
+    /// working on the old generation; new views below the new
+    /// [`oldest_version`](Self::oldest_version) are refused. Row ids change.
+    /// Must not be called by a thread holding a [`Writer`] (it would wait for
+    /// itself).
+    pub fn compact(&self, min_version_in_use: u64) -> Result<CompactionReport> {
+        let mut state = self.lock_write();
+        let old = Arc::clone(&state.generation);
+        let snap = old.arena.snapshot();
+        let oldest = min_version_in_use.max(old.oldest_version);
+        let keep: Vec<usize> = (0..snap.rows())
+            .filter(|&r| {
+                let (born, died) = (snap.born(r), snap.died(r));
+                born < died && died > oldest
+            })
+            .collect();
+        let items: Vec<(&[u8], &[f32])> = keep
+            .iter()
+            .filter_map(|&r| Some((snap.id(r)?, snap.vector(r)?)))
+            .collect();
+
+        let (generation, mut cursor) = new_generation(&self.config, oldest);
+        let start = cursor.append_many(&items)?;
+        let mut retired = 0;
+        {
+            let mut index = generation.index.write().unwrap_or_else(PoisonError::into_inner);
+            for (j, (&r, (id, _))) in keep.iter().zip(&items).enumerate() {
+                let row = (start + j) as u32;
+                cursor.set_born(row, snap.born(r));
+                let died = snap.died(r);
+                cursor.set_died(row, died);
+                retired += usize::from(died != UNSET);
+                let hash = index.hash(id);
+                index.link(hash, row);
+            }
+        }
+        generation.retired.store(retired, Ordering::Relaxed);
+        cursor.publish();
+
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&generation);
+        state.generation = generation;
+        state.cursor = cursor;
+        Ok(CompactionReport {
+            rows_before: snap.rows(),
+            rows_after: items.len(),
+            oldest_version: oldest,
+        })
+    }
+}
+
+fn new_generation(config: &CacheConfig, oldest_version: u64) -> (Arc<Generation>, ArenaCursor) {
+    let (arena, cursor) = Arena::new(config.dim, config.chunk_rows);
+    let generation = Arc::new(Generation {
+        config: config.clone(),
+        arena,
+        index: RwLock::new(IdIndex::new()),
+        oldest_version,
+        retired: AtomicUsize::new(0),
+    });
+    (generation, cursor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache() -> VectorCache {
+        VectorCache::with_config(CacheConfig::new(2, Metric::L2).chunk_rows(4)).expect("cache")
+    }
+
+    #[test]
+    fn config_is_validated() {
+        assert!(matches!(
+            VectorCache::new(0, Metric::L2),
+            Err(Error::InvalidDimension { dim: 0, .. })
+        ));
+        assert!(matches!(
+            VectorCache::new(MAX_DIM + 1, Metric::L2),
+            Err(Error::InvalidDimension { .. })
+        ));
+        assert!(matches!(
+            VectorCache::with_config(CacheConfig::new(3, Metric::L2).chunk_rows(0)),
+            Err(Error::InvalidChunkRows { chunk_rows: 0, .. })
+        ));
+        assert_eq!(CacheConfig::new(384, Metric::L2).chunk_rows, 1024);
+        assert_eq!(CacheConfig::new(MAX_DIM, Metric::L2).chunk_rows, 64);
+    }
+
+    #[test]
+    fn compaction_keeps_what_versions_in_use_see() {
+        let cache = cache();
+        for v in 1..=10u64 {
+            let mut w = cache.writer();
+            for id in 0..3u8 {
+                w.upsert(&[id], &[v as f32, f32::from(id)]).expect("upsert");
+            }
+            w.commit(v).expect("commit");
+        }
+        assert!((cache.retired_fraction() - 27.0 / 30.0).abs() < 1e-12);
+        let held = cache.view(2).expect("view");
+        let report = cache.compact(8).expect("compact");
+        assert_eq!(report.rows_before, 30);
+        // Rows live at 8, 9 and 10 (three versions of three ids).
+        assert_eq!(report.rows_after, 9);
+        assert_eq!(cache.oldest_version(), 8);
+        assert!(matches!(
+            cache.view(7),
+            Err(Error::VersionCompacted {
+                requested: 7,
+                oldest: 8
+            })
+        ));
+        for v in 8..=10u64 {
+            let view = cache.view(v).expect("view");
+            assert_eq!(view.len(), 3);
+            let row = view.row_of(&[1]).expect("id 1");
+            assert_eq!(view.vector(row), Some(&[v as f32, 1.0][..]));
+        }
+        // The held view still reads the old generation.
+        let row = held.row_of(&[2]).expect("id 2");
+        assert_eq!(held.vector(row), Some(&[2.0, 2.0][..]));
+        // Writes continue on the new generation.
+        let mut w = cache.writer();
+        assert!(w.delete(&[0]));
+        w.commit(11).expect("commit");
+        assert_eq!(cache.view(11).expect("view").len(), 2);
+        cache.compact(11).expect("compact");
+        assert_eq!(cache.retired_fraction(), 0.0);
+        assert_eq!(cache.raw_vector_bytes(), 2 * 2 * 4);
+        assert_eq!(cache.view(11).expect("view").row_count(), 2);
+    }
+
+    #[test]
+    fn load_commits_everything_at_once() {
+        let cache = cache();
+        let items: Vec<(Vec<u8>, Vec<f32>)> = (0..10_000u32)
+            .map(|i| (i.to_be_bytes().to_vec(), vec![i as f32, 0.0]))
+            .chain([(7u32.to_be_bytes().to_vec(), vec![-1.0, -1.0])])
+            .collect();
+        assert_eq!(cache.load(items, 3).expect("load"), 10_001);
+        let view = cache.view(3).expect("view");
+        assert_eq!(view.len(), 10_000);
+        let row = view.row_of(&7u32.to_be_bytes()).expect("id 7");
+        assert_eq!(view.vector(row), Some(&[-1.0, -1.0][..]));
+        let row = view.row_of(&9_999u32.to_be_bytes()).expect("id 9999");
+        assert_eq!(view.vector(row), Some(&[9_999.0, 0.0][..]));
+    }
+}

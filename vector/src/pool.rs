@@ -1,0 +1,76 @@
+//! Thread pools for parallel scans, cached by size.
+//!
+//! A search takes a `threads` count: `0` runs on the current rayon pool
+//! (the global one unless the caller installed another), `1` runs on the
+//! calling thread, `n > 1` runs on a dedicated pool of `min(n, cores)`
+//! threads, built on first use and kept for the life of the process (one
+//! pool per distinct size).
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rayon::prelude::*;
+use rayon::{ThreadPool, ThreadPoolBuilder};
+
+use crate::error::{Error, Result};
+
+static POOLS: Mutex<Vec<Arc<ThreadPool>>> = Mutex::new(Vec::new());
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, NonZeroUsize::get)
+}
+
+fn pool(threads: usize) -> Result<Arc<ThreadPool>> {
+    let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(pool) = pools.iter().find(|p| p.current_num_threads() == threads) {
+        return Ok(Arc::clone(pool));
+    }
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("slate-vector-{i}"))
+        .build()
+        .map_err(|source| Error::ThreadPool { threads, source })?;
+    let pool = Arc::new(pool);
+    pools.push(Arc::clone(&pool));
+    Ok(pool)
+}
+
+/// Folds `items` into one accumulator on `threads` threads (see the module
+/// docs). `merge` must be associative and, for deterministic results,
+/// insensitive to how the items were grouped.
+pub(crate) fn fold<T, A, I, S, M>(threads: usize, items: &[T], init: I, step: S, merge: M) -> Result<A>
+where
+    T: Sync,
+    A: Send,
+    I: Fn() -> A + Sync + Send,
+    S: Fn(A, &T) -> A + Sync + Send,
+    M: Fn(A, A) -> A + Sync + Send,
+{
+    let threads = if threads == 0 {
+        rayon::current_num_threads()
+    } else {
+        threads.min(cores())
+    };
+    if threads <= 1 || items.len() <= 1 {
+        return Ok(items.iter().fold(init(), step));
+    }
+    let job = || items.par_iter().fold(&init, &step).reduce(&init, &merge);
+    if threads == rayon::current_num_threads() {
+        return Ok(job());
+    }
+    Ok(pool(threads)?.install(job))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_thread_count_gives_the_same_sum() {
+        let items: Vec<u64> = (1..=1000).collect();
+        for threads in [0, 1, 2, 3, 64] {
+            let sum = fold(threads, &items, || 0u64, |a, &x| a + x, |a, b| a + b).expect("pool starts");
+            assert_eq!(sum, 500_500, "threads = {threads}");
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Exact top-k search on a [`CacheView`]: full scan, scan with a lazy filter,
+//! bitmap scan, and gather over given rows.
+//!
+//! Every form computes the same distances with the same kernel and selects
+//! with the same total order `(distance, id)`, so they agree exactly with one
+//! another, whatever the thread count.
+
+use std::num::NonZeroUsize;
+use std::ops::{Add, Range};
+
+use crate::error::{Error, Result};
+use crate::metric::check_vector;
+use crate::row::{RowId, RowMask};
+use crate::topk::{Candidate, TopK};
+use crate::view::CacheView;
+
+/// Rows per parallel task of a scan.
+const TASK_ROWS: usize = 512;
+
+/// A search result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// The row in the searched view.
+    pub row: RowId,
+    /// The row's id bytes.
+    pub id: Box<[u8]>,
+    /// Distance to the query (smaller is nearer).
+    pub distance: f32,
+}
+
+impl From<Candidate<'_>> for Hit {
+    fn from(c: Candidate<'_>) -> Self {
+        Hit {
+            row: c.row,
+            id: c.id.into(),
+            distance: c.distance,
+        }
+    }
+}
+
+/// Work counters of a scan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SearchStats {
+    /// Visible rows whose distance was computed.
+    pub rows_scanned: u64,
+    /// Calls of the filter predicate.
+    pub predicate_calls: u64,
+    /// Candidates that entered a top-k heap (per-thread heaps included).
+    pub heap_pushes: u64,
+}
+
+impl Add for SearchStats {
+    type Output = SearchStats;
+
+    fn add(self, o: SearchStats) -> SearchStats {
+        SearchStats {
+            rows_scanned: self.rows_scanned + o.rows_scanned,
+            predicate_calls: self.predicate_calls + o.predicate_calls,
+            heap_pushes: self.heap_pushes + o.heap_pushes,
+        }
+    }
+}
+
+/// A row filter checked after the distance: `(row, id) -> keep?`.
+pub type RowPredicate<'p> = &'p (dyn Fn(RowId, &[u8]) -> bool + Sync);
+
+/// Which rows a scan considers, beyond visibility.
+#[derive(Clone, Copy)]
+struct Filters<'p> {
+    /// Rows outside the mask are skipped before any distance.
+    mask: Option<&'p RowMask>,
+    /// Checked only when a row's distance would enter the heap.
+    lazy: Option<RowPredicate<'p>>,
+}
+
+impl CacheView {
+    pub(crate) fn check_query(&self, query: &[f32], index: usize) -> Result<()> {
+        check_vector(query, self.dim()).map_err(|source| Error::InvalidQuery { index, source })
+    }
+
+    /// The k nearest visible rows to `query`, nearest first (ties: smaller id
+    /// first).
+    ///
+    /// `threads`: 0 runs on the current rayon pool, 1 on the calling thread,
+    /// `n > 1` on a cached pool of `min(n, cores)` threads.
+    pub fn search(&self, query: &[f32], k: usize, threads: usize) -> Result<Vec<Hit>> {
+        let (hits, _) = self.scan(
+            query,
+            k,
+            threads,
+            Filters {
+                mask: None,
+                lazy: None,
+            },
+        )?;
+        Ok(hits)
+    }
+
+    /// Scan with a lazy filter: the k nearest visible rows for which `pred`
+    /// holds. `pred` is called for a row only if its distance would enter
+    /// the current top-k, so for few rows when the filter is unselective.
+    /// Exact: returns k hits whenever k visible rows match.
+    pub fn search_lazy(
+        &self,
+        query: &[f32],
+        k: usize,
+        threads: usize,
+        pred: RowPredicate<'_>,
+    ) -> Result<(Vec<Hit>, SearchStats)> {
+        self.scan(
+            query,
+            k,
+            threads,
+            Filters {
+                mask: None,
+                lazy: Some(pred),
+            },
+        )
+    }
+
+    /// Bitmap scan: the k nearest visible rows among those in `mask`; rows
+    /// outside it cost no distance.
+    pub fn search_mask(&self, query: &[f32], k: usize, threads: usize, mask: &RowMask) -> Result<Vec<Hit>> {
+        let (hits, _) = self.scan(
+            query,
+            k,
+            threads,
+            Filters {
+                mask: Some(mask),
+                lazy: None,
+            },
+        )?;
+        Ok(hits)
+    }
+
+    /// Gather: the k nearest among `rows` (duplicates, invisible and unknown
+    /// rows are ignored); distances only for those rows.
+    pub fn search_rows(&self, query: &[f32], k: usize, rows: &[RowId]) -> Result<Vec<Hit>> {
+        self.check_query(query, 0)?;
+        let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
+        let mut rows = rows.to_vec();
+        rows.sort_unstable();
+        rows.dedup();
+        let kernel = self.metric().kernel();
+        let mut top = TopK::with_k(k);
+        for row in rows {
+            let Some(seg) = self.snap.segment(row.index()..row.index() + 1) else {
+                continue;
+            };
+            if seg.visible(0, self.version) {
+                top.push(kernel(query, seg.vector(0)), seg.id(0), row);
+            }
+        }
+        Ok(top.into_sorted_vec().into_iter().map(Hit::from).collect())
+    }
+
+    fn scan(
+        &self,
+        query: &[f32],
+        k: usize,
+        threads: usize,
+        filters: Filters<'_>,
+    ) -> Result<(Vec<Hit>, SearchStats)> {
+        self.check_query(query, 0)?;
+        let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
+        let ranges = self.snap.ranges(TASK_ROWS);
+        let (top, stats) = crate::pool::fold(
+            threads,
+            &ranges,
+            || (TopK::with_k(k), SearchStats::default()),
+            |(mut top, mut stats), range| {
+                self.scan_range(query, range.clone(), filters, &mut top, &mut stats);
+                (top, stats)
+            },
+            |(mut a, sa), (b, sb)| {
+                a.merge(b);
+                (a, sa + sb)
+            },
+        )?;
+        Ok((top.into_sorted_vec().into_iter().map(Hit::from).collect(), stats))
+    }
+
+    fn scan_range<'v>(
+        &'v self,
+        query: &[f32],
+        range: Range<usize>,
+        filters: Filters<'_>,
+        top: &mut TopK<'v>,
+        stats: &mut SearchStats,
+    ) {
+        let Some(seg) = self.snap.segment(range) else {
+            return;
+        };
+        let kernel = self.metric().kernel();
+        let base = seg.base();
+        for i in 0..seg.len() {
+            let row = RowId((base + i) as u32);
+            if filters.mask.is_some_and(|m| !m.contains(row)) || !seg.visible(i, self.version) {
+                continue;
+            }
+            let distance = kernel(query, seg.vector(i));
+            stats.rows_scanned += 1;
+            let id = seg.id(i);
+            if let Some(pred) = filters.lazy {
+                if !top.would_enter(distance, id) {
+                    continue;
+                }
+                stats.predicate_calls += 1;
+                if !pred(row, id) {
+                    continue;
+                }
+            }
+            if top.push(distance, id, row) {
+                stats.heap_pushes += 1;
+            }
+        }
+    }
+}

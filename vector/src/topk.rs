@@ -1,0 +1,188 @@
+//! Bounded top-k selection: a max-heap of the k best candidates seen so far.
+//!
+//! Candidates are totally ordered by `(distance, id bytes, row)`: distances
+//! via [`OrderedFloat`] (NaN sorts last), ties broken by the smaller id. The
+//! worst kept candidate sits on top of the heap, so deciding whether a new
+//! one enters is one comparison.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::num::NonZeroUsize;
+
+use ordered_float::OrderedFloat;
+
+use crate::error::{Error, Result};
+use crate::row::RowId;
+
+/// Most capacity reserved up front, whatever k is (k may be huge).
+const MAX_PREALLOC: usize = 1024;
+
+/// One search result in the making; `id` borrows from the scanned view.
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate<'a> {
+    /// Distance to the query (smaller is nearer).
+    pub distance: f32,
+    /// The row's id bytes.
+    pub id: &'a [u8],
+    /// The row.
+    pub row: RowId,
+}
+
+impl Candidate<'_> {
+    fn key(&self) -> (OrderedFloat<f32>, &[u8], RowId) {
+        (OrderedFloat(self.distance), self.id, self.row)
+    }
+}
+
+impl Ord for Candidate<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl PartialOrd for Candidate<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Candidate<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Candidate<'_> {}
+
+/// The k best candidates pushed so far.
+///
+/// Invariant: `len() <= k`, and the heap holds the k smallest candidates
+/// pushed (under the total order above), whatever the push order.
+#[derive(Debug, Clone)]
+pub struct TopK<'a> {
+    k: NonZeroUsize,
+    heap: BinaryHeap<Candidate<'a>>,
+}
+
+impl<'a> TopK<'a> {
+    /// An empty selection of at most `k` candidates; `k = 0` is
+    /// [`Error::ZeroK`].
+    pub fn new(k: usize) -> Result<Self> {
+        NonZeroUsize::new(k).map(Self::with_k).ok_or(Error::ZeroK)
+    }
+
+    pub(crate) fn with_k(k: NonZeroUsize) -> Self {
+        TopK {
+            k,
+            heap: BinaryHeap::with_capacity(k.get().min(MAX_PREALLOC)),
+        }
+    }
+
+    /// The bound k.
+    pub fn k(&self) -> usize {
+        self.k.get()
+    }
+
+    /// Candidates held (at most k).
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Whether nothing was kept yet.
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    /// The worst candidate kept, the one a better candidate would evict.
+    pub fn worst(&self) -> Option<&Candidate<'a>> {
+        self.heap.peek()
+    }
+
+    /// Whether a candidate at `distance` with `id` would be kept by
+    /// [`push`](Self::push) now. Lets a caller check a filter only for rows
+    /// that matter.
+    pub fn would_enter(&self, distance: f32, id: &[u8]) -> bool {
+        match self.heap.peek() {
+            Some(worst) if self.heap.len() >= self.k.get() => {
+                (OrderedFloat(distance), id) < (OrderedFloat(worst.distance), worst.id)
+            }
+            _ => true,
+        }
+    }
+
+    /// Offers a candidate; returns whether it was kept.
+    pub fn push(&mut self, distance: f32, id: &'a [u8], row: RowId) -> bool {
+        self.push_candidate(Candidate { distance, id, row })
+    }
+
+    /// Offers a candidate; returns whether it was kept.
+    pub fn push_candidate(&mut self, candidate: Candidate<'a>) -> bool {
+        if self.heap.len() < self.k.get() {
+            self.heap.push(candidate);
+            return true;
+        }
+        match self.heap.peek_mut() {
+            Some(mut worst) if candidate < *worst => {
+                // Replacing through `PeekMut` sifts the new top down on drop.
+                *worst = candidate;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Offers every candidate of `other`.
+    pub fn merge(&mut self, other: TopK<'a>) {
+        for c in other.heap {
+            self.push_candidate(c);
+        }
+    }
+
+    /// The kept candidates, best first.
+    pub fn into_sorted_vec(self) -> Vec<Candidate<'a>> {
+        self.heap.into_sorted_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_k_is_an_error() {
+        assert!(matches!(TopK::new(0), Err(Error::ZeroK)));
+    }
+
+    #[test]
+    fn keeps_the_k_smallest_with_id_tie_break() {
+        let ids: Vec<Vec<u8>> = (0u8..6).map(|i| vec![b'a' + i]).collect();
+        let mut top = TopK::new(3).expect("k > 0");
+        assert!(top.push(2.0, &ids[5], RowId(5)));
+        assert!(top.push(1.0, &ids[4], RowId(4)));
+        assert!(top.push(1.0, &ids[3], RowId(3)));
+        // Full: equal distance, larger id than the worst (2.0, f) is still better.
+        assert!(top.would_enter(1.0, &ids[5]));
+        assert!(!top.would_enter(2.0, &ids[5]));
+        assert!(top.would_enter(2.0, &ids[0]));
+        assert!(!top.push(3.0, &ids[0], RowId(0)));
+        assert!(top.push(1.0, &ids[2], RowId(2)));
+        let got: Vec<_> = top.into_sorted_vec().iter().map(|c| c.row.0).collect();
+        assert_eq!(got, vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn merge_equals_single_heap() {
+        let ids: Vec<Vec<u8>> = (0u8..20).map(|i| vec![i]).collect();
+        let dist = |i: usize| ((i * 7) % 5) as f32;
+        let mut all = TopK::new(4).expect("k > 0");
+        let mut left = TopK::new(4).expect("k > 0");
+        let mut right = TopK::new(4).expect("k > 0");
+        for (i, id) in ids.iter().enumerate() {
+            all.push(dist(i), id, RowId(i as u32));
+            let half = if i % 2 == 0 { &mut left } else { &mut right };
+            half.push(dist(i), id, RowId(i as u32));
+        }
+        left.merge(right);
+        assert_eq!(left.into_sorted_vec(), all.into_sorted_vec());
+    }
+}

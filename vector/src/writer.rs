@@ -1,0 +1,336 @@
+//! [`Writer`]: the cache's write transaction.
+
+use std::collections::HashMap;
+use std::sync::{MutexGuard, PoisonError};
+
+use rayon::prelude::*;
+
+use crate::arena::UNSET;
+use crate::cache::{VectorCache, WriteState};
+use crate::error::{Error, Result};
+use crate::metric::check_vector;
+
+/// What a transaction does to one id.
+#[derive(Debug, Clone, Copy)]
+enum Staged {
+    /// Upsert: the new vector is in this staged row.
+    Row(u32),
+    /// Delete the id's live row.
+    Delete,
+}
+
+/// A write transaction on a [`VectorCache`]: stage upserts and deletes, then
+/// [`commit`](Self::commit) them at a version, atomically for readers.
+/// Dropping it without commit rolls back: staged rows were never visible and
+/// their slots are reused.
+///
+/// Holds the cache's writer lock for its lifetime.
+pub struct Writer<'c> {
+    cache: &'c VectorCache,
+    state: MutexGuard<'c, WriteState>,
+    /// Per id staged in this transaction, the last operation on it.
+    staged: HashMap<Box<[u8]>, Staged>,
+    /// Staged rows superseded by a later delete of the same id.
+    cancelled: Vec<u32>,
+}
+
+impl std::fmt::Debug for Writer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("staged_ids", &self.staged.len())
+            .field(
+                "staged_rows",
+                &(self.state.cursor.next() - self.state.cursor.published()),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'c> Writer<'c> {
+    pub(crate) fn new(cache: &'c VectorCache, state: MutexGuard<'c, WriteState>) -> Self {
+        Writer {
+            cache,
+            state,
+            staged: HashMap::new(),
+            cancelled: Vec::new(),
+        }
+    }
+
+    fn refuse(id: &[u8]) -> impl FnOnce(crate::VectorError) -> Error + '_ {
+        move |source| Error::InvalidVector {
+            id: id.into(),
+            source,
+        }
+    }
+
+    /// Stages `vector` as `id`'s vector; at commit it replaces the id's live
+    /// row, if any. A bad vector is refused and nothing is staged for it.
+    pub fn upsert(&mut self, id: &[u8], vector: &[f32]) -> Result<()> {
+        check_vector(vector, self.cache.dim()).map_err(Self::refuse(id))?;
+        if let Some(&Staged::Row(row)) = self.staged.get(id) {
+            let written = self.state.cursor.overwrite(row, vector);
+            debug_assert!(written, "a staged row lies beyond the published rows");
+            return Ok(());
+        }
+        let row = self.state.cursor.append(id, vector)?;
+        self.staged.insert(id.into(), Staged::Row(row));
+        Ok(())
+    }
+
+    /// Stages a batch of upserts: validated and copied in parallel. Used by
+    /// [`VectorCache::load`]; on error the batch may be partly staged, so
+    /// the caller must roll back.
+    pub(crate) fn upsert_batch<K, V>(&mut self, batch: &[(K, V)]) -> Result<()>
+    where
+        K: AsRef<[u8]> + Sync,
+        V: AsRef<[f32]> + Sync,
+    {
+        let dim = self.cache.dim();
+        if let Some(bad) = batch
+            .par_iter()
+            .position_first(|(_, v)| check_vector(v.as_ref(), dim).is_err())
+        {
+            let (id, v) = &batch[bad];
+            check_vector(v.as_ref(), dim).map_err(Self::refuse(id.as_ref()))?;
+        }
+        // New ids get fresh rows, filled in parallel; repeated ids overwrite
+        // their staged row afterwards, in batch order.
+        let mut fresh = Vec::with_capacity(batch.len());
+        let mut repeats = Vec::new();
+        let first = self.state.cursor.next();
+        for (j, (id, v)) in batch.iter().enumerate() {
+            match self.staged.get(id.as_ref()) {
+                Some(&Staged::Row(row)) => repeats.push((row, j)),
+                _ => {
+                    let row = (first + fresh.len()) as u32;
+                    self.staged.insert(id.as_ref().into(), Staged::Row(row));
+                    fresh.push((id.as_ref(), v.as_ref()));
+                }
+            }
+        }
+        let start = self.state.cursor.append_many(&fresh)?;
+        debug_assert_eq!(start, first);
+        for (row, j) in repeats {
+            let written = self.state.cursor.overwrite(row, batch[j].1.as_ref());
+            debug_assert!(written, "a staged row lies beyond the published rows");
+        }
+        Ok(())
+    }
+
+    /// Stages the removal of `id`'s vector. Returns whether there was one
+    /// (live, or staged in this transaction).
+    pub fn delete(&mut self, id: &[u8]) -> bool {
+        match self.staged.get(id).copied() {
+            Some(Staged::Row(row)) => {
+                self.cancelled.push(row);
+                self.staged.insert(id.into(), Staged::Delete);
+                true
+            }
+            Some(Staged::Delete) => false,
+            None => {
+                let live = self.live_row(id).is_some();
+                if live {
+                    self.staged.insert(id.into(), Staged::Delete);
+                }
+                live
+            }
+        }
+    }
+
+    /// Number of ids this transaction touches.
+    pub fn len(&self) -> usize {
+        self.staged.len()
+    }
+
+    /// Whether nothing is staged.
+    pub fn is_empty(&self) -> bool {
+        self.staged.is_empty()
+    }
+
+    /// The committed row of `id` that is live at the latest version.
+    fn live_row(&self, id: &[u8]) -> Option<u32> {
+        let state = &*self.state;
+        let index = state
+            .generation
+            .index
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let found = index
+            .chain(index.hash(id))
+            .find(|&row| state.cursor.died(row) == UNSET && state.cursor.id(row) == Some(id));
+        found
+    }
+
+    /// Makes every staged operation visible at `version` (to views at
+    /// versions `>= version`), or fails without effect if `version` is not
+    /// above the last commit's (or is `u64::MAX`).
+    pub fn commit(mut self, version: u64) -> Result<()> {
+        if version == UNSET {
+            return Err(Error::ReservedVersion);
+        }
+        if let Some(last) = self.state.last_version.filter(|&last| version <= last) {
+            return Err(Error::VersionNotIncreasing { version, last });
+        }
+        // Retire the live rows of every touched id (views below `version`
+        // still see them), then stamp the new rows and link them.
+        let mut retired = 0;
+        for id in self.staged.keys() {
+            if let Some(row) = self.live_row(id) {
+                self.state.cursor.set_died(row, version);
+                retired += 1;
+            }
+        }
+        let state = &mut *self.state;
+        for &row in &self.cancelled {
+            // born == died: never visible; reclaimed by compaction.
+            state.cursor.set_born(row, version);
+            state.cursor.set_died(row, version);
+            retired += 1;
+        }
+        let mut rows: Vec<u32> = self
+            .staged
+            .values()
+            .filter_map(|s| match s {
+                Staged::Row(row) => Some(*row),
+                Staged::Delete => None,
+            })
+            .collect();
+        rows.sort_unstable();
+        {
+            let mut index = state
+                .generation
+                .index
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            for &row in &rows {
+                state.cursor.set_born(row, version);
+                if let Some(id) = state.cursor.id(row) {
+                    let hash = index.hash(id);
+                    index.link(hash, row);
+                }
+            }
+        }
+        state
+            .generation
+            .retired
+            .fetch_add(retired, std::sync::atomic::Ordering::Relaxed);
+        state.cursor.publish();
+        state.last_version = Some(version);
+        self.cache.set_committed(version);
+        Ok(())
+    }
+
+    /// Discards every staged operation (same as dropping the writer).
+    pub fn rollback(self) {}
+}
+
+impl Drop for Writer<'_> {
+    fn drop(&mut self) {
+        // After a commit nothing is staged and this is a no-op.
+        self.state.cursor.rollback();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Error, Metric, RowId, VectorCache};
+
+    fn ids(cache: &VectorCache, version: u64) -> Vec<Vec<u8>> {
+        let view = cache.view(version).expect("view");
+        let mut ids: Vec<Vec<u8>> = view
+            .rows()
+            .filter_map(|r| view.id(r).map(<[u8]>::to_vec))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    #[test]
+    fn commit_makes_rows_visible_at_its_version_only() {
+        let cache = VectorCache::new(2, Metric::L2).expect("cache");
+        let mut w = cache.writer();
+        w.upsert(b"a", &[1.0, 2.0]).expect("upsert");
+        w.upsert(b"b", &[3.0, 4.0]).expect("upsert");
+        assert_eq!(w.len(), 2);
+        // Staged rows are invisible even at the latest version.
+        assert!(cache.view(u64::MAX).expect("view").is_empty());
+        w.commit(5).expect("commit");
+        assert!(ids(&cache, 4).is_empty());
+        assert_eq!(ids(&cache, 5), vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(cache.last_committed_version(), Some(5));
+
+        let mut w = cache.writer();
+        w.upsert(b"a", &[9.0, 9.0]).expect("upsert");
+        assert!(w.delete(b"b"));
+        assert!(!w.delete(b"zz"));
+        w.commit(7).expect("commit");
+        let old = cache.view(6).expect("view");
+        let new = cache.view(7).expect("view");
+        let a_old = old.row_of(b"a").expect("a at 6");
+        let a_new = new.row_of(b"a").expect("a at 7");
+        assert_ne!(a_old, a_new);
+        assert_eq!(old.vector(a_old), Some(&[1.0, 2.0][..]));
+        assert_eq!(new.vector(a_new), Some(&[9.0, 9.0][..]));
+        assert!(new.row_of(b"b").is_none() && old.row_of(b"b").is_some());
+        assert_eq!((old.len(), new.len()), (2, 1));
+    }
+
+    #[test]
+    fn rollback_leaves_nothing_and_reuses_slots() {
+        let cache = VectorCache::new(1, Metric::Dot).expect("cache");
+        let mut w = cache.writer();
+        w.upsert(b"x", &[1.0]).expect("upsert");
+        drop(w);
+        let mut w = cache.writer();
+        w.upsert(b"y", &[2.0]).expect("upsert");
+        w.commit(1).expect("commit");
+        let view = cache.view(1).expect("view");
+        assert_eq!(view.row_count(), 1);
+        assert_eq!(view.row_of(b"y"), Some(RowId(0)));
+        assert_eq!(view.row_of(b"x"), None);
+        assert_eq!(cache.retired_fraction(), 0.0);
+    }
+
+    #[test]
+    fn repeated_ops_in_one_transaction() {
+        let cache = VectorCache::new(1, Metric::L2).expect("cache");
+        let mut w = cache.writer();
+        w.upsert(b"a", &[1.0]).expect("upsert");
+        w.upsert(b"a", &[2.0]).expect("upsert");
+        w.upsert(b"b", &[3.0]).expect("upsert");
+        assert!(w.delete(b"b"));
+        assert!(!w.delete(b"b"));
+        w.upsert(b"c", &[4.0]).expect("upsert");
+        assert!(w.delete(b"c"));
+        w.upsert(b"c", &[5.0]).expect("upsert");
+        w.commit(1).expect("commit");
+        let view = cache.view(1).expect("view");
+        let a = view.row_of(b"a").expect("a");
+        assert_eq!(view.vector(a), Some(&[2.0][..]));
+        assert!(view.row_of(b"b").is_none());
+        let c = view.row_of(b"c").expect("c");
+        assert_eq!(view.vector(c), Some(&[5.0][..]));
+        assert_eq!(view.len(), 2);
+        // Rows: a, b (cancelled), c (cancelled), c.
+        assert_eq!(view.row_count(), 4);
+        assert_eq!(cache.retired_fraction(), 0.5);
+    }
+
+    #[test]
+    fn versions_must_increase() {
+        let cache = VectorCache::new(1, Metric::L2).expect("cache");
+        cache.writer().commit(3).expect("empty commit");
+        let mut w = cache.writer();
+        w.upsert(b"a", &[1.0]).expect("upsert");
+        assert!(matches!(
+            w.commit(3),
+            Err(Error::VersionNotIncreasing { version: 3, last: 3 })
+        ));
+        assert!(matches!(
+            cache.writer().commit(u64::MAX),
+            Err(Error::ReservedVersion)
+        ));
+        assert!(cache.view(u64::MAX).expect("view").is_empty());
+        cache.writer().commit(4).expect("commit");
+    }
+}

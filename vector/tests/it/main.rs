@@ -1,0 +1,11 @@
+//! Integration tests of slate-vector: every fast path against a slow
+//! reference.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod concurrency;
+mod distance;
+mod errors;
+mod memory;
+mod mvcc;
+mod topk;
