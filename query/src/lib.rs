@@ -2,8 +2,19 @@
 //!
 //! - `filter`: the filter language ([`Filter::parse`], [`Filter::matches`]) and the index
 //!   bounds a planner reads from it ([`Filter::index_bounds`], [`Interval`]).
+//! - `plan`: the plan tree and its choice from cardinality estimates ([`plan_find`]).
+//! - `exec`: the executor ([`Cursor`]), sort keys and the bounded top-n.
+//! - `update`: update documents (`$set`, `$unset`, `$inc`, `$push`, `$pull`).
 #![deny(unsafe_code)]
 
+mod error;
+pub mod exec;
 mod filter;
+pub mod plan;
+mod update;
 
+pub use error::{Error, Result};
+pub use exec::{matching_keys, Cursor, ExecStats, SortField};
 pub use filter::{ElemMatch, FieldPath, Filter, FilterError, Interval, Predicate};
+pub use plan::{plan_find, FindSpec, MergeOp, Plan, Source};
+pub use update::{equality_seed, Update, UpdateError};

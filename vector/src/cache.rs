@@ -23,7 +23,7 @@
 //! depend on it).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 
 use crate::arena::{Arena, ArenaCursor, UNSET};
 use crate::error::{Error, Result};
@@ -106,6 +106,39 @@ pub(crate) struct WriteState {
     pub(crate) last_version: Option<u64>,
 }
 
+/// One writer at a time: a busy flag that writers and compaction wait on.
+/// (A flag rather than holding the state mutex, so that a [`Writer`] is
+/// `Send`; the state mutex is then only ever locked briefly, by the permit
+/// holder.)
+#[derive(Default)]
+struct WriteGate {
+    busy: Mutex<bool>,
+    freed: Condvar,
+}
+
+/// Proof of being the cache's only writer; released on drop.
+pub(crate) struct WritePermit<'c> {
+    gate: &'c WriteGate,
+}
+
+impl WriteGate {
+    fn acquire(&self) -> WritePermit<'_> {
+        let mut busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
+        while *busy {
+            busy = self.freed.wait(busy).unwrap_or_else(PoisonError::into_inner);
+        }
+        *busy = true;
+        WritePermit { gate: self }
+    }
+}
+
+impl Drop for WritePermit<'_> {
+    fn drop(&mut self) {
+        *self.gate.busy.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        self.gate.freed.notify_one();
+    }
+}
+
 /// What [`VectorCache::compact`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -126,6 +159,8 @@ pub struct CompactionReport {
 pub struct VectorCache {
     config: CacheConfig,
     current: RwLock<Arc<Generation>>,
+    gate: WriteGate,
+    /// Locked only by the permit holder, briefly.
     write: Mutex<WriteState>,
     /// Last committed version, `UNSET` if none.
     committed: AtomicU64,
@@ -153,6 +188,7 @@ impl VectorCache {
         let (generation, cursor) = new_generation(&config, 0);
         Ok(VectorCache {
             current: RwLock::new(Arc::clone(&generation)),
+            gate: WriteGate::default(),
             write: Mutex::new(WriteState {
                 generation,
                 cursor,
@@ -199,15 +235,18 @@ impl VectorCache {
         Ok(CacheView::new(generation, snapshot, version.min(UNSET - 1)))
     }
 
-    /// The write transaction; blocks while another one is alive. Commit with
-    /// [`Writer::commit`]; dropping it rolls back.
+    /// The write transaction; blocks while another one (or a compaction) is
+    /// under way, so a thread holding a writer must not ask for a second.
+    /// Commit with [`Writer::commit`]; dropping it rolls back.
     pub fn writer(&self) -> Writer<'_> {
-        Writer::new(self, self.lock_write())
+        Writer::new(self, self.gate.acquire())
     }
 
+    /// The write-side state; callers hold the write permit, so this never
+    /// waits long.
     pub(crate) fn lock_write(&self) -> MutexGuard<'_, WriteState> {
         // A panic while writing leaves only staged rows behind, which the
-        // writer's drop already discarded: the state is consistent.
+        // writer's drop discards: the state stays consistent.
         self.write.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -286,12 +325,13 @@ impl VectorCache {
     /// Rewrites the cache keeping only rows visible at some version
     /// `>= min_version_in_use` and swaps the new generation in.
     ///
-    /// Waits for (and blocks) the writer meanwhile. Views already taken keep
+    /// Waits for (and blocks) writers meanwhile. Views already taken keep
     /// working on the old generation; new views below the new
     /// [`oldest_version`](Self::oldest_version) are refused. Row ids change.
     /// Must not be called by a thread holding a [`Writer`] (it would wait for
     /// itself).
     pub fn compact(&self, min_version_in_use: u64) -> Result<CompactionReport> {
+        let _permit = self.gate.acquire();
         let mut state = self.lock_write();
         let old = Arc::clone(&state.generation);
         let snap = old.arena.snapshot();

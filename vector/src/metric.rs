@@ -69,7 +69,9 @@ impl FromStr for Metric {
 /// with simsimd's SIMD kernels.
 ///
 /// `a` and `b` must have the same length; if they do not, the result is NaN
-/// (which sorts after every distance).
+/// (which sorts after every distance). The kernels accumulate in `f32`:
+/// components beyond about `1e19` in magnitude overflow, and the result is
+/// then meaningless (though still deterministic).
 pub fn distance(metric: Metric, a: &[f32], b: &[f32]) -> f32 {
     metric.kernel()(a, b)
 }

@@ -1,14 +1,16 @@
 //! [`Writer`]: the cache's write transaction.
 
 use std::collections::HashMap;
-use std::sync::{MutexGuard, PoisonError};
+use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
 
 use rayon::prelude::*;
 
 use crate::arena::UNSET;
-use crate::cache::{VectorCache, WriteState};
+use crate::cache::{VectorCache, WritePermit, WriteState};
 use crate::error::{Error, Result};
 use crate::metric::check_vector;
+use crate::VectorError;
 
 /// What a transaction does to one id.
 #[derive(Debug, Clone, Copy)]
@@ -24,55 +26,68 @@ enum Staged {
 /// Dropping it without commit rolls back: staged rows were never visible and
 /// their slots are reused.
 ///
-/// Holds the cache's writer lock for its lifetime.
+/// Holds the cache's write permit for its lifetime (one writer at a time);
+/// it is `Send`, so a transaction may move between threads.
 pub struct Writer<'c> {
     cache: &'c VectorCache,
-    state: MutexGuard<'c, WriteState>,
     /// Per id staged in this transaction, the last operation on it.
     staged: HashMap<Box<[u8]>, Staged>,
     /// Staged rows superseded by a later delete of the same id.
     cancelled: Vec<u32>,
+    // Dropped after `Drop::drop` has rolled back.
+    _permit: WritePermit<'c>,
 }
 
 impl std::fmt::Debug for Writer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer")
             .field("staged_ids", &self.staged.len())
-            .field(
-                "staged_rows",
-                &(self.state.cursor.next() - self.state.cursor.published()),
-            )
+            .field("cancelled_rows", &self.cancelled.len())
             .finish_non_exhaustive()
     }
 }
 
+fn refuse(id: &[u8]) -> impl FnOnce(VectorError) -> Error + '_ {
+    move |source| Error::InvalidVector {
+        id: id.into(),
+        source,
+    }
+}
+
+/// The committed row of `id` that is live at the latest version.
+fn live_row(state: &WriteState, id: &[u8]) -> Option<u32> {
+    let index = state
+        .generation
+        .index
+        .read()
+        .unwrap_or_else(PoisonError::into_inner);
+    let found = index
+        .chain(index.hash(id))
+        .find(|&row| state.cursor.died(row) == UNSET && state.cursor.id(row) == Some(id));
+    found
+}
+
 impl<'c> Writer<'c> {
-    pub(crate) fn new(cache: &'c VectorCache, state: MutexGuard<'c, WriteState>) -> Self {
+    pub(crate) fn new(cache: &'c VectorCache, permit: WritePermit<'c>) -> Self {
         Writer {
             cache,
-            state,
             staged: HashMap::new(),
             cancelled: Vec::new(),
-        }
-    }
-
-    fn refuse(id: &[u8]) -> impl FnOnce(crate::VectorError) -> Error + '_ {
-        move |source| Error::InvalidVector {
-            id: id.into(),
-            source,
+            _permit: permit,
         }
     }
 
     /// Stages `vector` as `id`'s vector; at commit it replaces the id's live
     /// row, if any. A bad vector is refused and nothing is staged for it.
     pub fn upsert(&mut self, id: &[u8], vector: &[f32]) -> Result<()> {
-        check_vector(vector, self.cache.dim()).map_err(Self::refuse(id))?;
+        check_vector(vector, self.cache.dim()).map_err(refuse(id))?;
+        let mut state = self.cache.lock_write();
         if let Some(&Staged::Row(row)) = self.staged.get(id) {
-            let written = self.state.cursor.overwrite(row, vector);
+            let written = state.cursor.overwrite(row, vector);
             debug_assert!(written, "a staged row lies beyond the published rows");
             return Ok(());
         }
-        let row = self.state.cursor.append(id, vector)?;
+        let row = state.cursor.append(id, vector)?;
         self.staged.insert(id.into(), Staged::Row(row));
         Ok(())
     }
@@ -91,13 +106,14 @@ impl<'c> Writer<'c> {
             .position_first(|(_, v)| check_vector(v.as_ref(), dim).is_err())
         {
             let (id, v) = &batch[bad];
-            check_vector(v.as_ref(), dim).map_err(Self::refuse(id.as_ref()))?;
+            check_vector(v.as_ref(), dim).map_err(refuse(id.as_ref()))?;
         }
+        let mut state = self.cache.lock_write();
         // New ids get fresh rows, filled in parallel; repeated ids overwrite
         // their staged row afterwards, in batch order.
         let mut fresh = Vec::with_capacity(batch.len());
         let mut repeats = Vec::new();
-        let first = self.state.cursor.next();
+        let first = state.cursor.next();
         for (j, (id, v)) in batch.iter().enumerate() {
             match self.staged.get(id.as_ref()) {
                 Some(&Staged::Row(row)) => repeats.push((row, j)),
@@ -108,10 +124,10 @@ impl<'c> Writer<'c> {
                 }
             }
         }
-        let start = self.state.cursor.append_many(&fresh)?;
+        let start = state.cursor.append_many(&fresh)?;
         debug_assert_eq!(start, first);
         for (row, j) in repeats {
-            let written = self.state.cursor.overwrite(row, batch[j].1.as_ref());
+            let written = state.cursor.overwrite(row, batch[j].1.as_ref());
             debug_assert!(written, "a staged row lies beyond the published rows");
         }
         Ok(())
@@ -128,7 +144,7 @@ impl<'c> Writer<'c> {
             }
             Some(Staged::Delete) => false,
             None => {
-                let live = self.live_row(id).is_some();
+                let live = live_row(&self.cache.lock_write(), id).is_some();
                 if live {
                     self.staged.insert(id.into(), Staged::Delete);
                 }
@@ -147,40 +163,27 @@ impl<'c> Writer<'c> {
         self.staged.is_empty()
     }
 
-    /// The committed row of `id` that is live at the latest version.
-    fn live_row(&self, id: &[u8]) -> Option<u32> {
-        let state = &*self.state;
-        let index = state
-            .generation
-            .index
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        let found = index
-            .chain(index.hash(id))
-            .find(|&row| state.cursor.died(row) == UNSET && state.cursor.id(row) == Some(id));
-        found
-    }
-
     /// Makes every staged operation visible at `version` (to views at
     /// versions `>= version`), or fails without effect if `version` is not
     /// above the last commit's (or is `u64::MAX`).
-    pub fn commit(mut self, version: u64) -> Result<()> {
+    pub fn commit(self, version: u64) -> Result<()> {
         if version == UNSET {
             return Err(Error::ReservedVersion);
         }
-        if let Some(last) = self.state.last_version.filter(|&last| version <= last) {
+        let mut guard = self.cache.lock_write();
+        let state = &mut *guard;
+        if let Some(last) = state.last_version.filter(|&last| version <= last) {
             return Err(Error::VersionNotIncreasing { version, last });
         }
         // Retire the live rows of every touched id (views below `version`
         // still see them), then stamp the new rows and link them.
         let mut retired = 0;
         for id in self.staged.keys() {
-            if let Some(row) = self.live_row(id) {
-                self.state.cursor.set_died(row, version);
+            if let Some(row) = live_row(state, id) {
+                state.cursor.set_died(row, version);
                 retired += 1;
             }
         }
-        let state = &mut *self.state;
         for &row in &self.cancelled {
             // born == died: never visible; reclaimed by compaction.
             state.cursor.set_born(row, version);
@@ -210,10 +213,7 @@ impl<'c> Writer<'c> {
                 }
             }
         }
-        state
-            .generation
-            .retired
-            .fetch_add(retired, std::sync::atomic::Ordering::Relaxed);
+        state.generation.retired.fetch_add(retired, Ordering::Relaxed);
         state.cursor.publish();
         state.last_version = Some(version);
         self.cache.set_committed(version);
@@ -227,13 +227,15 @@ impl<'c> Writer<'c> {
 impl Drop for Writer<'_> {
     fn drop(&mut self) {
         // After a commit nothing is staged and this is a no-op.
-        self.state.cursor.rollback();
+        self.cache.lock_write().cursor.rollback();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::{Error, Metric, RowId, VectorCache};
+    use std::time::Duration;
+
+    use crate::{CacheView, Error, Metric, RowId, VectorCache, Writer};
 
     fn ids(cache: &VectorCache, version: u64) -> Vec<Vec<u8>> {
         let view = cache.view(version).expect("view");
@@ -332,5 +334,36 @@ mod tests {
         ));
         assert!(cache.view(u64::MAX).expect("view").is_empty());
         cache.writer().commit(4).expect("commit");
+    }
+
+    #[test]
+    fn handles_are_thread_safe() {
+        fn send<T: Send>() {}
+        fn sync<T: Sync>() {}
+        send::<Writer<'static>>();
+        send::<CacheView>();
+        sync::<CacheView>();
+        send::<VectorCache>();
+        sync::<VectorCache>();
+    }
+
+    #[test]
+    fn one_writer_at_a_time() {
+        let cache = VectorCache::new(1, Metric::L2).expect("cache");
+        let mut first = cache.writer();
+        std::thread::scope(|scope| {
+            let second = scope.spawn(|| cache.writer().commit(2));
+            std::thread::sleep(Duration::from_millis(50));
+            // If the second writer had not waited, it would have committed
+            // version 2 and this commit would be refused.
+            let moved = scope.spawn(move || {
+                first.upsert(b"a", &[1.0]).expect("upsert");
+                first.commit(1)
+            });
+            moved.join().expect("join").expect("first commit");
+            second.join().expect("join").expect("second commit");
+        });
+        assert_eq!(cache.last_committed_version(), Some(2));
+        assert_eq!(cache.view(1).expect("view").len(), 1);
     }
 }

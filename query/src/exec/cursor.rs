@@ -78,7 +78,7 @@ pub fn source_keys(read: &CollectionRead<'_>, parts: &[Part], source: &Source) -
             let dedupe = *multikey || intervals.len() > 1;
             for part in parts {
                 for iv in intervals {
-                    let (lo, hi) = iv.as_range();
+                    let (lo, hi) = crate::plan::interval_range(iv);
                     for key in read.index_scan(part, field, lo, hi)? {
                         let key = key?;
                         if !dedupe || seen.insert(key.clone()) {

@@ -9,10 +9,10 @@
 
 use slate_core::{CollectionRead, Part};
 
-use super::{IndexPredicate, MergeOp, Plan, Source};
+use super::{interval_range, Interval, MergeOp, Plan, Source};
 use crate::exec::SortField;
 use crate::filter::Filter;
-use crate::{index_predicates, Result};
+use crate::Result;
 
 /// Reading a document through an index costs about this many sequential
 /// scan steps (a point lookup against one step of an iterator).
@@ -36,15 +36,33 @@ pub struct FindSpec {
     pub projection: Option<Vec<String>>,
 }
 
+/// What an index on `field` can answer of (part of) the filter.
+struct IndexPredicate {
+    field: String,
+    intervals: Vec<Interval>,
+    multikey: bool,
+}
+
+/// The indexable conjuncts of `filter`, one per indexed field.
+fn index_predicates(read: &CollectionRead<'_>, filter: &Filter) -> Result<Vec<IndexPredicate>> {
+    let mut out = Vec::new();
+    for field in &read.config().indexes {
+        let multikey = read.is_multikey(field)?;
+        if let Some(intervals) = filter.index_bounds(field, multikey) {
+            out.push(IndexPredicate { field: field.clone(), intervals, multikey });
+        }
+    }
+    Ok(out)
+}
+
 fn estimate_predicate(read: &CollectionRead<'_>, parts: &[Part], p: &IndexPredicate, cap: u64) -> Result<Source> {
-    let multikey = read.is_multikey(&p.field)?;
-    let mut intervals = p.intervals.clone();
-    intervals.dedup();
+    let multikey = p.multikey;
+    let intervals = p.intervals.clone();
     let mut estimate = 0u64;
     let mut capped = false;
     for part in parts {
         for iv in &intervals {
-            let (lo, hi) = iv.as_range();
+            let (lo, hi) = interval_range(iv);
             let left = cap.saturating_sub(estimate) as usize + 1;
             let n = read.index_count(part, &p.field, lo, hi, left)? as u64;
             estimate += n;
@@ -66,14 +84,14 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     }
     // Estimates stop counting where an index could no longer win.
     let cap = (total / LOOKUP_COST).max(64);
-    let indexed = &read.config().indexes;
     let mut source = Source::Scan { estimate: total };
     if let Some(filter) = &spec.filter {
-        let preds = index_predicates(filter, indexed);
         let mut candidates = Vec::new();
-        for p in &preds.and {
+        for p in &index_predicates(read, filter)? {
             candidates.push(estimate_predicate(read, parts, p, cap)?);
         }
+        // A capped estimate means "more than the cap": never selective enough.
+        candidates.retain(|s| !matches!(s, Source::IndexScan { capped: true, .. }));
         candidates.sort_by_key(|s| s.estimate());
         if let Some(best) = candidates.first() {
             if best.estimate() * LOOKUP_COST < total.max(1) || best.estimate() == 0 {
@@ -91,27 +109,27 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
             }
         }
         if !source.uses_index() {
-            if let Some(branches) = &preds.or {
+            if let Filter::Or(branches) = filter {
                 let mut inputs = Vec::new();
                 let mut sum = 0u64;
                 for branch in branches {
                     // Each branch's most selective conjunct.
                     let mut best: Option<Source> = None;
-                    for p in branch {
+                    for p in &index_predicates(read, branch)? {
                         let s = estimate_predicate(read, parts, p, cap)?;
                         if best.as_ref().is_none_or(|b| s.estimate() < b.estimate()) {
                             best = Some(s);
                         }
                     }
                     match best {
-                        Some(s) => {
-                            sum += s.estimate();
-                            inputs.push(s);
-                        }
-                        None => {
+                        Some(Source::IndexScan { capped: true, .. }) | None => {
                             inputs.clear();
                             sum = u64::MAX;
                             break;
+                        }
+                        Some(s) => {
+                            sum += s.estimate();
+                            inputs.push(s);
                         }
                     }
                 }

@@ -6,24 +6,32 @@ use bson::{doc, Bson, Document};
 
 use super::{MergeOp, Plan, Source};
 
-fn fmt_bound(b: &Option<super::Bound>) -> String {
-    match b {
-        None => "..".to_owned(),
-        Some(b) => match slate_core::value::decode_value(&b.value) {
-            Ok((v, n)) if n == b.value.len() => v.into_relaxed_extjson().to_string(),
-            // A bracket edge (one tag byte): the start or end of a type.
-            _ => format!("<type {:#04x}>", b.value.first().copied().unwrap_or(0)),
-        },
+fn fmt_value(v: &[u8]) -> String {
+    match slate_core::value::decode_value(v) {
+        Ok((b, n)) if n == v.len() => b.into_relaxed_extjson().to_string(),
+        // A bracket edge (one tag byte): the start or end of a type.
+        _ => format!("<type {:#04x}>", v.first().copied().unwrap_or(0)),
     }
 }
 
 fn fmt_interval(iv: &super::Interval) -> String {
-    if iv.lo.is_some() && iv.lo == iv.hi {
-        return format!("= {}", fmt_bound(&iv.lo));
+    use std::ops::Bound;
+    if let (Bound::Included(a), Bound::Included(b)) = (&iv.start, &iv.end) {
+        if a == b {
+            return format!("= {}", fmt_value(a));
+        }
     }
-    let open = if iv.lo.as_ref().is_some_and(|b| b.inclusive) { "[" } else { "(" };
-    let close = if iv.hi.as_ref().is_some_and(|b| b.inclusive) { "]" } else { ")" };
-    format!("{open}{}, {}{close}", fmt_bound(&iv.lo), fmt_bound(&iv.hi))
+    let lo = match &iv.start {
+        Bound::Included(v) => format!("[{}", fmt_value(v)),
+        Bound::Excluded(v) => format!("({}", fmt_value(v)),
+        Bound::Unbounded => "(..".to_owned(),
+    };
+    let hi = match &iv.end {
+        Bound::Included(v) => format!("{}]", fmt_value(v)),
+        Bound::Excluded(v) => format!("{})", fmt_value(v)),
+        Bound::Unbounded => "..)".to_owned(),
+    };
+    format!("{lo}, {hi}")
 }
 
 fn source_doc(s: &Source) -> Document {
@@ -51,7 +59,7 @@ impl Plan {
     pub fn to_document(&self) -> Document {
         let mut node = doc! { "node": "ReadRecord", "mode": if self.source.uses_index() { "multi_get" } else { "single pass" }, "input": source_doc(&self.source) };
         if let Some(f) = &self.filter {
-            node = doc! { "node": "Filter", "filter": format!("{f}"), "input": node };
+            node = doc! { "node": "Filter", "filter": format!("{f:?}"), "input": node };
         }
         if !self.sort.is_empty() {
             let bound = self.limit.map(|l| (l + self.skip) as i64);

@@ -10,10 +10,22 @@
 
 mod choose;
 mod explain;
-mod interval;
 
 pub use choose::{plan_find, FindSpec};
-pub use interval::{Bound, IndexPredicate, Interval};
+pub use crate::filter::Interval;
+
+/// An interval's ends as the core index scans take them: `(encoded value, inclusive)`.
+pub fn interval_range(iv: &Interval) -> (Option<(&[u8], bool)>, Option<(&[u8], bool)>) {
+    (bound_end(&iv.start), bound_end(&iv.end))
+}
+
+fn bound_end(b: &std::ops::Bound<Vec<u8>>) -> Option<(&[u8], bool)> {
+    match b {
+        std::ops::Bound::Included(v) => Some((v.as_slice(), true)),
+        std::ops::Bound::Excluded(v) => Some((v.as_slice(), false)),
+        std::ops::Bound::Unbounded => None,
+    }
+}
 
 use crate::exec::SortField;
 use crate::filter::Filter;
