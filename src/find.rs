@@ -53,7 +53,8 @@ impl<'c> Find<'c> {
             .iter()
             .map(|s| SortField::parse(s).map_err(|reason| slate_query::Error::InvalidQuery { reason }))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(FindSpec { filter, sort, skip: self.skip, limit: self.limit, projection: self.projection.clone() })
+        let filter_text = filter.as_ref().map(|_| bson::Bson::Document(self.filter.clone()).into_relaxed_extjson().to_string());
+        Ok(FindSpec { filter, sort, skip: self.skip, limit: self.limit, projection: self.projection.clone(), filter_text })
     }
 
     /// Runs the query lazily: documents are read, filtered and materialised

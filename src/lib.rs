@@ -42,3 +42,8 @@ pub use slate_core::{CollectionConfig, Metric};
 pub use slate_query as query;
 pub use slate_vector as vector;
 pub use txn::{Transaction, UpdateResult};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -2,7 +2,7 @@
 //!
 //! # Design
 //!
-//! Rows live in an [`Arena`](crate::arena) of fixed-size chunks that never
+//! Rows live in an arena (`arena.rs`) of fixed-size chunks that never
 //! move. Each row carries `born` (the commit version that made it visible)
 //! and `died` (the version that retired it); a view at version `s` sees a row
 //! iff `born <= s < died`. An upsert appends a row and retires the id's live

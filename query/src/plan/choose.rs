@@ -34,6 +34,8 @@ pub struct FindSpec {
     pub limit: Option<usize>,
     /// Fields to return.
     pub projection: Option<Vec<String>>,
+    /// The filter as the user wrote it, for `explain` (e.g. its JSON).
+    pub filter_text: Option<String>,
 }
 
 /// What an index on `field` can answer of (part of) the filter.
@@ -147,6 +149,7 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
         skip: spec.skip,
         limit: spec.limit,
         projection: spec.projection.clone(),
+        filter_text: spec.filter_text.clone(),
         total,
     })
 }

@@ -59,7 +59,8 @@ impl Plan {
     pub fn to_document(&self) -> Document {
         let mut node = doc! { "node": "ReadRecord", "mode": if self.source.uses_index() { "multi_get" } else { "single pass" }, "input": source_doc(&self.source) };
         if let Some(f) = &self.filter {
-            node = doc! { "node": "Filter", "filter": format!("{f:?}"), "input": node };
+            let text = self.filter_text.clone().unwrap_or_else(|| format!("{f:?}"));
+            node = doc! { "node": "Filter", "filter": text, "input": node };
         }
         if !self.sort.is_empty() {
             let bound = self.limit.map(|l| (l + self.skip) as i64);

@@ -107,4 +107,6 @@ pub struct Plan {
     pub projection: Option<Vec<String>>,
     /// Documents in the partitions read.
     pub total: u64,
+    /// The filter as the user wrote it, shown by `explain`.
+    pub filter_text: Option<String>,
 }

@@ -20,6 +20,7 @@ fn memory_is_within_ten_percent_of_raw_vectors() {
     let raw = cache.raw_vector_bytes();
     let total = cache.memory_bytes();
     assert_eq!(raw, ROWS * DIM * 4);
+    eprintln!("memory_bytes / raw = {:.4}", total as f64 / raw as f64);
     assert!(total >= raw, "memory_bytes {total} below the payload {raw}");
     assert!(
         total as f64 <= 1.10 * raw as f64,

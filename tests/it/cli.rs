@@ -1,0 +1,261 @@
+//! The `slate` binary on a generated JSONL file: load, find, count, explain, errors.
+//!
+//! Expected outputs are computed here from the generated documents, by code that does not
+//! use the library's filter or sort.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{json, Value};
+use slate::bson::{Bson, Document};
+
+const DOCS: i64 = 2000;
+
+/// Document `i` of the generated file: nested paths, arrays (some empty), nulls, dates,
+/// ObjectIds, missing fields.
+fn generated(i: i64) -> Value {
+    let mut d = json!({
+        "_id": i,
+        "name": format!("item{i}"),
+        "status": format!("s{}", i % 50),
+        // A permutation of 0..2000: no ties in a sort on n.
+        "n": (i * 37) % DOCS,
+        "when": { "$date": format!("2024-01-{:02}T{:02}:30:00Z", 1 + i % 28, i % 24) },
+        "ref": { "$oid": format!("{:024x}", i * 7919) },
+        "note": null,
+    });
+    match i % 7 {
+        0 => {}
+        1 => d["meta"] = json!({ "score": null }),
+        _ => d["meta"] = json!({ "score": i % 40, "deep": { "w": [i % 3, i % 5] } }),
+    }
+    match i % 4 {
+        0 => {}
+        1 => d["tags"] = json!([]),
+        _ => d["tags"] = json!([format!("t{}", i % 3), format!("t{}", i % 5)]),
+    }
+    d
+}
+
+fn jsonl(lines: &[String]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+fn generated_lines() -> Vec<String> {
+    (0..DOCS).map(|i| generated(i).to_string()).collect()
+}
+
+/// A JSON value as the CLI reads it (relaxed extended JSON to BSON).
+fn to_bson(v: Value) -> Document {
+    match Bson::try_from(v).expect("extended JSON") {
+        Bson::Document(d) => d,
+        other => panic!("not a document: {other:?}"),
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_slate")).args(args).output().expect("run the slate binary")
+}
+
+/// Runs `slate args`, expecting success; returns stdout.
+#[track_caller]
+fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "slate {args:?} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+/// Runs `slate args`, expecting failure; returns stderr.
+#[track_caller]
+fn fails(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        !out.status.success(),
+        "slate {args:?} succeeded:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(out.stdout.is_empty(), "slate {args:?} failed but printed {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8(out.stderr).expect("utf-8 stderr")
+}
+
+fn parse_lines(stdout: &str) -> Vec<Value> {
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}"))).collect()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+struct Loaded {
+    dir: tempfile::TempDir,
+    docs: PathBuf,
+}
+
+impl Loaded {
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("db")
+    }
+}
+
+/// Writes the generated file and loads it into collection `c` with an index on `status`.
+fn loaded() -> Loaded {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let docs = dir.path().join("docs.jsonl");
+    std::fs::write(&docs, jsonl(&generated_lines())).expect("write jsonl");
+    let l = Loaded { dir, docs };
+    ok(&["load", "--db", s(&l.db()), "--collection", "c", "--docs", s(&l.docs), "--index", "status", "--quiet"]);
+    l
+}
+
+// The filter of the find tests, and its meaning written out by hand.
+const FILTER: &str = r#"{"status": {"$in": ["s1", "s2", "s3", "s44"]}, "meta.score": {"$gte": 10}}"#;
+
+fn filter_matches(i: i64) -> bool {
+    [1, 2, 3, 44].contains(&(i % 50)) && i % 7 >= 2 && i % 40 >= 10
+}
+
+/// `--filter FILTER --sort n:desc --skip 1 --limit 5 --project name,n`, computed by hand.
+fn expected_page() -> Vec<Value> {
+    let mut hits: Vec<i64> = (0..DOCS).filter(|i| filter_matches(*i)).collect();
+    hits.sort_by_key(|i| std::cmp::Reverse((i * 37) % DOCS));
+    hits.iter().skip(1).take(5).map(|&i| json!({ "_id": i, "name": format!("item{i}"), "n": (i * 37) % DOCS })).collect()
+}
+
+const PAGE: [&str; 10] = ["--filter", FILTER, "--sort", "n:desc", "--skip", "1", "--limit", "5", "--project", "name,n"];
+
+#[test]
+fn find_prints_the_expected_documents() {
+    let l = loaded();
+    let db = l.db();
+    let mut args = vec!["find", "--db", s(&db), "--collection", "c"];
+    args.extend(PAGE);
+    let out = ok(&args);
+    let want = expected_page();
+    assert_eq!(want.len(), 5, "the test's filter is too selective");
+    assert_eq!(parse_lines(&out), want, "stdout:\n{out}");
+    // Each line is one relaxed extended JSON document, `_id` first then the projection's order.
+    for line in out.lines() {
+        assert!(line.starts_with("{\"_id\":") && line.contains("\"name\":"), "{line}");
+        assert!(line.find("\"name\"") < line.find("\"n\""), "{line}");
+    }
+
+    // Dates and ObjectIds in filters and output, nested projection.
+    let filter = r#"{"when": {"$gte": {"$date": "2024-01-27T00:00:00Z"}}, "ref": {"$ne": {"$oid": "000000000000000000000000"}}, "meta.deep.w": 2}"#;
+    let out = ok(&[
+        "find", "--db", s(&db), "--collection", "c", "--filter", filter, "--project", "when,ref,meta.deep.w,tags",
+    ]);
+    let want: Vec<Document> = (0..DOCS)
+        .filter(|i| 1 + i % 28 >= 27 && i % 7 >= 2 && (i % 3 == 2 || i % 5 == 2))
+        .map(|i| {
+            let g = generated(i);
+            let mut p = json!({ "_id": i, "when": g["when"], "ref": g["ref"], "meta": { "deep": { "w": g["meta"]["deep"]["w"] } } });
+            if let Some(tags) = g.get("tags") {
+                p["tags"] = tags.clone();
+            }
+            to_bson(p)
+        })
+        .collect();
+    let got: Vec<Document> = parse_lines(&out).into_iter().map(to_bson).collect();
+    assert!(!want.is_empty());
+    crate::assert_same_docs(&got, &want, "dates, ObjectIds, nested projection");
+    assert!(out.contains(r#""when":{"$date":"2024-01-27T"#), "relaxed dates:\n{out}");
+    assert!(out.contains(r#""ref":{"$oid":""#), "ObjectIds:\n{out}");
+}
+
+#[test]
+fn count_and_explain() {
+    let l = loaded();
+    let db = l.db();
+    let count = |filter: Option<&str>| -> u64 {
+        let mut args = vec!["count", "--db", s(&db), "--collection", "c"];
+        if let Some(f) = filter {
+            args.extend(["--filter", f]);
+        }
+        ok(&args).trim().parse().expect("a number")
+    };
+    assert_eq!(count(None), DOCS as u64);
+    assert_eq!(count(Some(FILTER)), (0..DOCS).filter(|i| filter_matches(*i)).count() as u64);
+    assert_eq!(count(Some(r#"{"status": "s7"}"#)), 40);
+    assert_eq!(count(Some(r#"{"note": null, "meta": {"$exists": false}}"#)), (0..DOCS).filter(|i| i % 7 == 0).count() as u64);
+    assert_eq!(count(Some(r#"{"tags": {"$size": 0}}"#)), 500);
+
+    let explain = |filter: &str| ok(&["find", "--db", s(&db), "--collection", "c", "--filter", filter, "--explain"]);
+    let plan = explain(r#"{"status": "s7"}"#);
+    assert!(plan.contains("IndexScan") && plan.contains("field=status"), "indexed equality:\n{plan}");
+    assert!(plan.contains("estimate=40"), "{plan}");
+    let plan = explain(r#"{"n": {"$gte": 5}}"#);
+    assert!(plan.contains("Scan") && !plan.contains("IndexScan"), "unindexed range:\n{plan}");
+}
+
+#[test]
+fn memory_database_loaded_in_the_same_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let docs = dir.path().join("docs.jsonl");
+    std::fs::write(&docs, jsonl(&generated_lines())).expect("write jsonl");
+    let mut args = vec!["find", "--memory", "--load", s(&docs), "--collection", "c", "--index", "status", "--quiet"];
+    args.extend(PAGE);
+    assert_eq!(parse_lines(&ok(&args)), expected_page());
+    let n = ok(&["count", "--memory", "--load", s(&docs), "--collection", "c", "--quiet", "--filter", r#"{"status": "s7"}"#]);
+    assert_eq!(n.trim(), "40");
+    // --memory without --load is refused.
+    let err = fails(&["count", "--memory", "--collection", "c"]);
+    assert!(err.contains("--load"), "{err}");
+}
+
+#[test]
+fn a_bad_line_writes_nothing() {
+    let l = loaded();
+    let db = l.db();
+    let mut lines = generated_lines();
+    lines.truncate(20);
+    lines[6] = r#"{"_id": 6, "name": garbage"#.to_owned();
+    let bad = l.dir.path().join("bad.jsonl");
+    std::fs::write(&bad, jsonl(&lines)).expect("write");
+    let err = fails(&["load", "--db", s(&db), "--collection", "bad", "--docs", s(&bad), "--index", "status"]);
+    assert!(err.contains("line 7"), "names the line: {err}");
+    let err = fails(&["count", "--db", s(&db), "--collection", "bad"]);
+    assert!(err.contains("unknown collection") && err.contains("bad"), "{err}");
+
+    // A bad line in a load into an existing collection: it keeps what it had.
+    let err = fails(&["load", "--db", s(&db), "--collection", "c", "--docs", s(&bad)]);
+    assert!(err.contains("line 7"), "{err}");
+    assert_eq!(ok(&["count", "--db", s(&db), "--collection", "c"]).trim(), DOCS.to_string());
+}
+
+#[test]
+fn a_document_that_cannot_be_inserted_names_its_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    // Line 3 is blank (skipped); line 9 repeats line 2's _id.
+    let mut lines: Vec<String> = (0..12).map(|i| generated(i).to_string()).collect();
+    lines[2] = String::new();
+    lines[8] = json!({ "_id": 1, "name": "again" }).to_string();
+    let file = dir.path().join("dup.jsonl");
+    std::fs::write(&file, jsonl(&lines)).expect("write");
+    let err = fails(&["load", "--db", s(&db), "--collection", "d", "--docs", s(&file)]);
+    assert!(err.contains("duplicate _id 1"), "{err}");
+    assert!(err.contains("line 9"), "names the line of the document: {err}");
+    let err = fails(&["count", "--db", s(&db), "--collection", "d"]);
+    assert!(err.contains("unknown collection"), "{err}");
+}
+
+#[test]
+fn unknown_operators_and_collections_are_named() {
+    let l = loaded();
+    let db = l.db();
+    let err = fails(&["find", "--db", s(&db), "--collection", "c", "--filter", r#"{"n": {"$foo": 1}}"#]);
+    assert!(err.contains("$foo"), "{err}");
+    let err = fails(&["count", "--db", s(&db), "--collection", "c", "--filter", r#"{"$or": [{"m": {"$foo": 1}}]}"#]);
+    assert!(err.contains("$foo") && err.contains("\"m\""), "{err}");
+    let err = fails(&["find", "--db", s(&db), "--collection", "nope"]);
+    assert!(err.contains("unknown collection") && err.contains("nope"), "{err}");
+    let err = fails(&["count", "--db", s(&db), "--collection", "nope", "--filter", "{}"]);
+    assert!(err.contains("nope"), "{err}");
+    let err = fails(&["find", "--db", s(&db), "--collection", "c", "--filter", "{not json"]);
+    assert!(err.contains("--filter"), "{err}");
+}

@@ -1,0 +1,735 @@
+//! Every query path equals a full-scan evaluation.
+//!
+//! Random small collections (cross-type numbers, NaN, nulls, missing fields, arrays, empty
+//! arrays, nested documents and arrays of documents) with indexes created before or after the
+//! inserts, random writes through the facade, then random queries. The reference loads every
+//! document, keeps those `Filter::matches` accepts, and sorts, skips, limits and projects them
+//! with code written here (MongoDB's sort rules on `compare`). The planner's choice (scan,
+//! index scan, index intersection or union) must never change the answer.
+
+use std::cmp::Ordering;
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::sample::{select, subsequence};
+use slate::bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
+use slate::query::{Filter, MergeOp, Source};
+use slate::{Collection, CollectionConfig, Find};
+
+use crate::{assert_same_docs, backends, bytes, same_docs, show, TestDb};
+
+const INDEXABLE: [&str; 4] = ["status", "n", "tags", "m.x"];
+const FILTER_PATHS: [&str; 12] =
+    ["status", "status", "n", "n", "n", "tags", "tags", "m.x", "m.x", "m", "zz", "tags.0"];
+const SORTABLE: [&str; 5] = ["status", "n", "tags", "m.x", "_id"];
+const PROJECTABLE: [&str; 6] = ["status", "n", "tags", "m.x", "m", "zz"];
+
+// ---- the reference ------------------------------------------------------------------------
+
+/// `slate::core::value::compare` on owned values.
+fn cmp(a: &Bson, b: &Bson) -> Ordering {
+    let raw = |v: &Bson| RawBson::try_from(v.clone()).expect("raw value");
+    slate::core::value::compare(raw(a).as_raw_bson_ref(), raw(b).as_raw_bson_ref())
+}
+
+/// The values a sort on `parts` considers (MongoDB): through documents; through arrays of
+/// documents element by element (other elements give nothing); a leaf array gives its elements;
+/// a missing field, or a scalar where the path goes on, gives `null`. `None` stands for an empty
+/// leaf array, which sorts below `null`.
+fn sort_values(cur: &Bson, parts: &[&str], out: &mut Vec<Option<Bson>>) {
+    let Some((first, rest)) = parts.split_first() else {
+        match cur {
+            Bson::Array(items) if items.is_empty() => out.push(None),
+            Bson::Array(items) => out.extend(items.iter().cloned().map(Some)),
+            other => out.push(Some(other.clone())),
+        }
+        return;
+    };
+    match cur {
+        Bson::Document(d) => match d.get(*first) {
+            Some(v) => sort_values(v, rest, out),
+            None => out.push(Some(Bson::Null)),
+        },
+        Bson::Array(items) => {
+            for e in items {
+                if let Bson::Document(_) = e {
+                    sort_values(e, parts, out);
+                }
+            }
+        }
+        _ => out.push(Some(Bson::Null)),
+    }
+}
+
+/// Orders sort values: the empty-array marker below everything else.
+fn cmp_key(a: &Option<Bson>, b: &Option<Bson>) -> Ordering {
+    match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Less,
+        (Some(_), None) => Ordering::Greater,
+        (Some(x), Some(y)) => cmp(x, y),
+    }
+}
+
+/// A document's sort key on `field`: the smallest value ascending, the largest descending,
+/// `null` when there is none.
+fn sort_key(doc: &Document, field: &str, descending: bool) -> Option<Bson> {
+    let parts: Vec<&str> = field.split('.').collect();
+    let mut values = Vec::new();
+    sort_values(&Bson::Document(doc.clone()), &parts, &mut values);
+    let best = if descending {
+        values.into_iter().max_by(cmp_key)
+    } else {
+        values.into_iter().min_by(cmp_key)
+    };
+    best.unwrap_or(Some(Bson::Null))
+}
+
+/// Sorts by the fields, then by `_id` ascending.
+fn reference_sort(docs: &mut [Document], sort: &[(String, bool)]) {
+    let keyed: Vec<(Vec<Option<Bson>>, Document)> = docs
+        .iter()
+        .map(|d| (sort.iter().map(|(f, desc)| sort_key(d, f, *desc)).collect(), d.clone()))
+        .collect();
+    let mut keyed = keyed;
+    keyed.sort_by(|(ka, a), (kb, b)| {
+        for ((x, y), (_, desc)) in ka.iter().zip(kb).zip(sort) {
+            let o = cmp_key(x, y);
+            let o = if *desc { o.reverse() } else { o };
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        cmp(&a["_id"], &b["_id"])
+    });
+    for (slot, (_, d)) in docs.iter_mut().zip(keyed) {
+        *slot = d;
+    }
+}
+
+/// The value at a dot path through nested documents only.
+fn get_nested<'d>(doc: &'d Document, path: &str) -> Option<&'d Bson> {
+    let mut parts = path.split('.');
+    let mut cur = doc.get(parts.next()?)?;
+    for p in parts {
+        cur = cur.as_document()?.get(p)?;
+    }
+    Some(cur)
+}
+
+fn set_nested(doc: &mut Document, path: &str, value: Bson) {
+    match path.split_once('.') {
+        None => {
+            doc.insert(path, value);
+        }
+        Some((head, rest)) => {
+            if !matches!(doc.get(head), Some(Bson::Document(_))) {
+                doc.insert(head, Document::new());
+            }
+            if let Some(Bson::Document(inner)) = doc.get_mut(head) {
+                set_nested(inner, rest, value);
+            }
+        }
+    }
+}
+
+/// `_id` first, then each projected path that exists, in the order asked.
+pub(crate) fn project(doc: &Document, fields: &[String]) -> Document {
+    let mut out = Document::new();
+    if let Some(id) = doc.get("_id") {
+        out.insert("_id", id.clone());
+    }
+    for f in fields.iter().filter(|f| *f != "_id") {
+        if let Some(v) = get_nested(doc, f) {
+            set_nested(&mut out, f, v.clone());
+        }
+    }
+    out
+}
+
+fn matches(filter: &Filter, doc: &Document) -> bool {
+    filter.matches(&RawDocumentBuf::from_document(doc).expect("raw document"))
+}
+
+// ---- queries ------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct Query {
+    filter: Document,
+    sort: Vec<(String, bool)>,
+    skip: usize,
+    limit: Option<usize>,
+    projection: Option<Vec<String>>,
+}
+
+impl Query {
+    fn find<'c>(&self, coll: &'c Collection) -> Find<'c> {
+        let mut f = coll.find(self.filter.clone());
+        for (field, desc) in &self.sort {
+            f = f.sort(if *desc { format!("{field}:desc") } else { field.clone() });
+        }
+        if self.skip > 0 {
+            f = f.skip(self.skip);
+        }
+        if let Some(l) = self.limit {
+            f = f.limit(l);
+        }
+        if let Some(p) = &self.projection {
+            f = f.project(p.clone());
+        }
+        f
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "filter {} sort {:?} skip {} limit {:?} project {:?}",
+            Bson::Document(self.filter.clone()).into_relaxed_extjson(),
+            self.sort,
+            self.skip,
+            self.limit,
+            self.projection
+        )
+    }
+}
+
+/// Runs `q` on `coll` and checks it against the reference over `all` (every document, in
+/// `_id` order).
+fn check_query(coll: &Collection, all: &[Document], q: &Query, backend: &str) {
+    let what = format!("[{backend}] {}", q.describe());
+    let filter = match Filter::parse(&q.filter) {
+        Ok(f) => f,
+        Err(e) => {
+            assert!(q.find(coll).run().is_err(), "{what}: the reference rejects it ({e}), find accepts it");
+            return;
+        }
+    };
+    let mut matched: Vec<Document> = all.iter().filter(|d| matches(&filter, d)).cloned().collect();
+    assert_eq!(coll.count(q.filter.clone()).expect("count"), matched.len() as u64, "{what}: count");
+    let expected_len = matched.len().saturating_sub(q.skip).min(q.limit.unwrap_or(usize::MAX));
+    assert_eq!(q.find(coll).count().expect("count"), expected_len as u64, "{what}: count with skip/limit");
+
+    let plan = q.find(coll).explain().expect("explain");
+    let got = q.find(coll).run().expect("run");
+    let fields = q.projection.clone();
+    let project_all = |docs: Vec<Document>| -> Vec<Document> {
+        match &fields {
+            Some(f) => docs.iter().map(|d| project(d, f)).collect(),
+            None => docs,
+        }
+    };
+    if !q.sort.is_empty() || !plan.source.uses_index() {
+        // Sorted, or read in `_id` order by a scan: the order is determined.
+        reference_sort(&mut matched, &q.sort);
+        let want: Vec<Document> = matched.into_iter().skip(q.skip).take(q.limit.unwrap_or(usize::MAX)).collect();
+        assert_same_docs(&got, &project_all(want), &format!("{what}\nplan:\n{plan}"));
+    } else {
+        // Unsorted through an index: index order. The same documents, each once.
+        let want = project_all(matched);
+        let want_bytes: std::collections::HashSet<Vec<u8>> = want.iter().map(bytes).collect();
+        let got_bytes: std::collections::HashSet<Vec<u8>> = got.iter().map(bytes).collect();
+        assert_eq!(got.len(), expected_len, "{what}: length\nplan:\n{plan}\ngot:{}", show(&got));
+        assert_eq!(got_bytes.len(), got.len(), "{what}: a document twice\ngot:{}", show(&got));
+        assert!(
+            got_bytes.is_subset(&want_bytes),
+            "{what}: not a matching document\nplan:\n{plan}\n got:{}\nwant:{}",
+            show(&got),
+            show(&want)
+        );
+    }
+}
+
+// ---- generators ---------------------------------------------------------------------------
+
+fn scalar() -> impl Strategy<Value = Bson> + Clone {
+    prop_oneof![
+        4 => (-3i32..4).prop_map(Bson::Int32),
+        2 => (-3i32..4).prop_map(|i| Bson::Double(f64::from(i))),
+        2 => (-6i32..8).prop_map(|i| Bson::Double(f64::from(i) / 2.0)),
+        1 => (-3i64..4).prop_map(Bson::Int64),
+        2 => Just(Bson::Null),
+        1 => Just(Bson::Double(f64::NAN)),
+        3 => select(&["a", "b", "c", "x", "y", "1"][..]).prop_map(Bson::from),
+        1 => any::<bool>().prop_map(Bson::Boolean),
+    ]
+}
+
+fn tag() -> impl Strategy<Value = Bson> + Clone {
+    prop_oneof![
+        6 => select(&["x", "y", "z"][..]).prop_map(Bson::from),
+        1 => Just(Bson::Null),
+        1 => Just(Bson::Int32(1)),
+    ]
+}
+
+/// A value of `n` (or of `m.x`): a scalar or an array of them (possibly empty); `None`: missing.
+fn number_field() -> impl Strategy<Value = Option<Bson>> + Clone {
+    prop_oneof![
+        6 => scalar().prop_map(Some),
+        2 => vec(scalar(), 0..4).prop_map(|v| Some(Bson::Array(v))),
+        2 => Just(None),
+    ]
+}
+
+fn with_x(x: Option<Bson>) -> Bson {
+    let mut d = Document::new();
+    if let Some(x) = x {
+        d.insert("x", x);
+    }
+    Bson::Document(d)
+}
+
+fn document_fields() -> impl Strategy<Value = Document> {
+    let status = prop_oneof![
+        8 => select(&["a", "b", "c"][..]).prop_map(|s| Some(Bson::from(s))),
+        1 => Just(Some(Bson::Null)),
+        1 => Just(Some(Bson::Int32(1))),
+        2 => Just(None),
+    ];
+    let tags = prop_oneof![
+        5 => vec(tag(), 0..4).prop_map(|v| Some(Bson::Array(v))),
+        1 => tag().prop_map(Some),
+        2 => Just(None),
+    ];
+    let m = prop_oneof![
+        4 => number_field().prop_map(|x| Some(with_x(x))),
+        2 => vec(number_field(), 1..3).prop_map(|xs| Some(Bson::Array(xs.into_iter().map(with_x).collect()))),
+        1 => Just(Some(Bson::Null)),
+        1 => Just(Some(Bson::Int32(5))),
+        2 => Just(None),
+    ];
+    (status, number_field(), tags, m).prop_map(|(status, n, tags, m)| {
+        let mut d = Document::new();
+        for (k, v) in [("status", status), ("n", n), ("tags", tags), ("m", m)] {
+            if let Some(v) = v {
+                d.insert(k, v);
+            }
+        }
+        d
+    })
+}
+
+/// Documents with distinct `_id`s of three types (int32, int64, string).
+fn documents(max: usize) -> impl Strategy<Value = Vec<Document>> {
+    vec(document_fields(), 0..max).prop_map(|fields| {
+        fields
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let id = match i % 5 {
+                    0 => Bson::Int64(i as i64),
+                    4 => Bson::String(format!("k{i:03}")),
+                    _ => Bson::Int32(i as i32),
+                };
+                let mut d = doc! { "_id": id };
+                d.extend(f);
+                d
+            })
+            .collect()
+    })
+}
+
+fn operand() -> impl Strategy<Value = Bson> + Clone {
+    prop_oneof![
+        8 => scalar(),
+        1 => vec(prop_oneof![tag(), scalar()], 0..3).prop_map(Bson::Array),
+        1 => scalar().prop_map(|x| Bson::Document(doc! { "x": x })),
+    ]
+}
+
+fn condition() -> impl Strategy<Value = Bson> {
+    let cmp_op = || select(&["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"][..]);
+    prop_oneof![
+        4 => operand(),
+        6 => (cmp_op(), operand()).prop_map(|(op, v)| Bson::Document(doc! { op: v })),
+        2 => (select(&["$gt", "$gte"][..]), scalar(), select(&["$lt", "$lte"][..]), scalar())
+            .prop_map(|(a, x, b, y)| Bson::Document(doc! { a: x, b: y })),
+        3 => (select(&["$in", "$nin"][..]), vec(operand(), 0..4))
+            .prop_map(|(op, v)| Bson::Document(doc! { op: v })),
+        1 => any::<bool>().prop_map(|b| Bson::Document(doc! { "$exists": b })),
+        1 => vec(prop_oneof![tag(), scalar()], 0..3).prop_map(|v| Bson::Document(doc! { "$all": v })),
+        1 => (0i32..4).prop_map(|n| Bson::Document(doc! { "$size": n })),
+        1 => (cmp_op(), scalar(), cmp_op(), scalar())
+            .prop_map(|(a, x, b, y)| Bson::Document(doc! { "$elemMatch": { a: x, b: y } })),
+        1 => scalar().prop_map(|x| Bson::Document(doc! { "$elemMatch": { "x": x } })),
+        1 => (cmp_op(), operand()).prop_map(|(op, v)| Bson::Document(doc! { "$not": { op: v } })),
+    ]
+}
+
+/// Keys of later documents that an earlier one already has are dropped (implicit `$and`).
+fn merge(parts: Vec<Document>) -> Document {
+    let mut out = Document::new();
+    for d in parts {
+        for (k, v) in d {
+            if !out.contains_key(&k) {
+                out.insert(k, v);
+            }
+        }
+    }
+    out
+}
+
+fn filter() -> impl Strategy<Value = Document> {
+    let leaf = (select(&FILTER_PATHS[..]), condition()).prop_map(|(p, c)| doc! { p: c });
+    let tree = leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            3 => vec(inner.clone(), 1..4).prop_map(merge),
+            1 => vec(inner.clone(), 1..4).prop_map(|v| doc! { "$and": v }),
+            2 => vec(inner.clone(), 1..4).prop_map(|v| doc! { "$or": v }),
+            1 => vec(inner, 1..3).prop_map(|v| doc! { "$nor": v }),
+        ]
+    });
+    prop_oneof![1 => Just(Document::new()), 9 => tree]
+}
+
+fn query() -> impl Strategy<Value = Query> {
+    (
+        filter(),
+        subsequence(&SORTABLE[..], 0..=2).prop_shuffle(),
+        vec(any::<bool>(), 2),
+        prop_oneof![3 => Just(0usize), 1 => 1usize..6],
+        proptest::option::of(0usize..12),
+        proptest::option::weighted(0.3, subsequence(&PROJECTABLE[..], 0..=3)),
+    )
+        .prop_map(|(filter, sort, desc, skip, limit, projection)| Query {
+            filter,
+            sort: sort.into_iter().zip(desc).map(|(f, d)| (f.to_owned(), d)).collect(),
+            skip,
+            limit,
+            projection: projection.map(|p| p.into_iter().map(str::to_owned).collect()),
+        })
+}
+
+#[derive(Debug, Clone)]
+enum Write {
+    Delete(Document),
+    Update(Document, Document),
+}
+
+fn write() -> impl Strategy<Value = Write> {
+    let update = prop_oneof![
+        (select(&["status", "n", "m.x", "tags"][..]), prop_oneof![scalar(), vec(tag(), 0..3).prop_map(Bson::Array)])
+            .prop_map(|(p, v)| doc! { "$set": { p: v } }),
+        select(&["status", "n", "m.x", "tags"][..]).prop_map(|p| doc! { "$unset": { p: "" } }),
+    ];
+    prop_oneof![
+        filter().prop_map(Write::Delete),
+        (filter(), update).prop_map(|(f, u)| Write::Update(f, u)),
+    ]
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    docs: Vec<Document>,
+    indexes: Vec<&'static str>,
+    index_first: bool,
+    writes: Vec<Write>,
+    queries: Vec<Query>,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        documents(120),
+        subsequence(&INDEXABLE[..], 0..=4),
+        any::<bool>(),
+        vec(write(), 0..3),
+        vec(query(), 8),
+    )
+        .prop_map(|(docs, indexes, index_first, writes, queries)| Case { docs, indexes, index_first, writes, queries })
+}
+
+// ---- running a case ------------------------------------------------------------------------
+
+fn sorted_by_id(mut docs: Vec<Document>) -> Vec<Document> {
+    docs.sort_by(|a, b| cmp(&a["_id"], &b["_id"]));
+    docs
+}
+
+/// Creates collection `c` holding `docs` with `indexes` (in the configuration, or created
+/// after the inserts).
+fn load(t: &TestDb, docs: &[Document], indexes: &[&str], index_first: bool) -> Collection {
+    let mut config = CollectionConfig::new("c");
+    if index_first {
+        for f in indexes {
+            config = config.index(*f);
+        }
+    }
+    let coll = t.db.create_collection(config).expect("create collection");
+    coll.insert_many(docs.to_vec()).expect("insert_many");
+    if !index_first {
+        for f in indexes {
+            coll.create_index(f).expect("create_index");
+        }
+    }
+    coll
+}
+
+fn assert_integrity(t: &TestDb, name: &str) {
+    let read = t.db.database().read();
+    let config = read.config(name).expect("config");
+    let problems = slate::core::check_integrity(read.snapshot(), &config).expect("integrity check");
+    assert!(problems.is_empty(), "[{}] index/count problems: {problems:#?}", t.backend);
+}
+
+/// Applies a random write and checks what it reports against the reference.
+fn apply_write(t: &TestDb, coll: &Collection, w: &Write) {
+    let before = coll.find(doc! {}).run().expect("read all");
+    let count_matches = |f: &Document| {
+        Filter::parse(f).map(|f| before.iter().filter(|d| matches(&f, d)).count() as u64)
+    };
+    match w {
+        Write::Delete(f) => match (count_matches(f), coll.delete_many(f.clone())) {
+            (Ok(want), Ok(n)) => assert_eq!(n, want, "[{}] delete_many {f}", t.backend),
+            (Err(_), Err(_)) => {}
+            (want, got) => panic!("[{}] delete_many {f}: reference {want:?}, got {got:?}", t.backend),
+        },
+        Write::Update(f, u) => match (count_matches(f), coll.update_many(f.clone(), u.clone(), false)) {
+            (Ok(want), Ok(r)) => assert_eq!(r.matched, want, "[{}] update_many {f} {u}", t.backend),
+            (Err(_), Err(_)) => {}
+            // An update that cannot apply to some matching document ($set through an array
+            // or a scalar) changes nothing at all.
+            (Ok(_), Err(_)) => {
+                let after = coll.find(doc! {}).run().expect("read all");
+                assert_same_docs(&after, &before, &format!("[{}] failed update_many {f} {u}", t.backend));
+            }
+            (want, got) => panic!("[{}] update_many {f} {u}: reference {want:?}, got {got:?}", t.backend),
+        },
+    }
+}
+
+fn run_case(case: &Case) {
+    for t in backends() {
+        let coll = load(&t, &case.docs, &case.indexes, case.index_first);
+        for w in &case.writes {
+            apply_write(&t, &coll, w);
+        }
+        assert_integrity(&t, "c");
+        let all = coll.find(doc! {}).run().expect("read all");
+        assert!(
+            all.windows(2).all(|w| cmp(&w[0]["_id"], &w[1]["_id"]) == Ordering::Less),
+            "[{}] a scan is not in _id order:{}",
+            t.backend,
+            show(&all)
+        );
+        if case.writes.is_empty() {
+            assert_same_docs(&all, &sorted_by_id(case.docs.clone()), &format!("[{}] stored documents", t.backend));
+        }
+        assert_eq!(coll.count(doc! {}).expect("count"), all.len() as u64);
+        for q in &case.queries {
+            check_query(&coll, &all, q, t.backend);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn every_query_path_equals_a_full_scan(case in case()) {
+        run_case(&case);
+    }
+}
+
+// ---- fixed cases: the properties' sharpest corners, readable when they fail ----------------
+
+fn check_fixed(docs: Vec<Document>, indexes: &[&str], queries: &[Query]) {
+    for fresh in [crate::memory, crate::rocks] {
+        for index_first in [true, false] {
+            let t = fresh();
+            let coll = load(&t, &docs, indexes, index_first);
+            let all = coll.find(doc! {}).run().expect("read all");
+            for q in queries {
+                check_query(&coll, &all, q, t.backend);
+            }
+        }
+    }
+}
+
+fn q(filter: Document) -> Query {
+    Query { filter, sort: Vec::new(), skip: 0, limit: None, projection: None }
+}
+
+fn sorted(filter: Document, field: &str, descending: bool) -> Query {
+    Query { sort: vec![(field.to_owned(), descending)], ..q(filter) }
+}
+
+#[test]
+fn ranges_on_an_array_field_are_not_intersected() {
+    // {n: [0, 9]} matches {$gt: 1, $lt: 5}: 9 > 1 and 0 < 5, though no element is in (1, 5).
+    let docs = vec![
+        doc! { "_id": 1, "n": [0, 9] },
+        doc! { "_id": 2, "n": 3 },
+        doc! { "_id": 3, "n": 7 },
+        doc! { "_id": 4, "n": [] },
+    ];
+    let queries = [
+        q(doc! { "n": { "$gt": 1, "$lt": 5 } }),
+        q(doc! { "n": { "$gte": 0, "$lte": 0 } }),
+        q(doc! { "n": { "$elemMatch": { "$gt": 1, "$lt": 5 } } }),
+    ];
+    check_fixed(docs, &["n"], &queries);
+}
+
+#[test]
+fn numbers_compare_across_types_through_an_index() {
+    let docs = vec![
+        doc! { "_id": 1, "n": 1 },
+        doc! { "_id": 2, "n": 1i64 },
+        doc! { "_id": 3, "n": 1.0 },
+        doc! { "_id": 4, "n": [2, 1.0] },
+        doc! { "_id": 5, "n": 1.5 },
+        doc! { "_id": 6, "n": "1" },
+        doc! { "_id": 7, "n": f64::NAN },
+        doc! { "_id": 8 },
+    ];
+    let queries = [
+        q(doc! { "n": 1 }),
+        q(doc! { "n": 1.0 }),
+        q(doc! { "n": { "$in": [1i64, "1"] } }),
+        q(doc! { "n": { "$lt": 1.5 } }),
+        q(doc! { "n": { "$gte": f64::NAN } }),
+        q(doc! { "n": null }),
+        sorted(doc! {}, "n", false),
+        sorted(doc! {}, "n", true),
+    ];
+    check_fixed(docs, &["n"], &queries);
+}
+
+#[test]
+fn nested_paths_through_arrays_of_documents() {
+    let docs = vec![
+        doc! { "_id": 1, "m": { "x": 2 } },
+        doc! { "_id": 2, "m": [ { "x": 1 }, { "x": 3 } ] },
+        doc! { "_id": 3, "m": [ { "x": 4 }, {} ] },
+        doc! { "_id": 4, "m": [1, 2] },
+        doc! { "_id": 5, "m": 5 },
+        doc! { "_id": 6 },
+    ];
+    let queries = [
+        q(doc! { "m.x": { "$gt": 1, "$lt": 3 } }),
+        q(doc! { "m.x": null }),
+        q(doc! { "m.x": { "$exists": false } }),
+        q(doc! { "m": { "$elemMatch": { "x": { "$gte": 3 } } } }),
+        sorted(doc! {}, "m.x", false),
+        sorted(doc! {}, "m.x", true),
+    ];
+    check_fixed(docs, &["m.x"], &queries);
+}
+
+#[test]
+fn empty_arrays_sort_below_null_and_missing() {
+    // MongoDB: "a comparison of an empty array considers the empty array as less than a null
+    // value or a missing field value" — first ascending, last descending.
+    let docs = vec![
+        doc! { "_id": 1, "tags": ["b"] },
+        doc! { "_id": 2, "tags": [] },
+        doc! { "_id": 3 },
+        doc! { "_id": 4, "tags": null },
+        doc! { "_id": 5, "tags": "a" },
+    ];
+    for t in backends() {
+        let coll = load(&t, &docs, &["tags"], true);
+        let ids = |desc: bool| -> Vec<Bson> {
+            let spec = if desc { "tags:desc" } else { "tags" };
+            coll.find(doc! {}).sort(spec).run().expect("run").into_iter().map(|d| d["_id"].clone()).collect()
+        };
+        let asc: Vec<Bson> = [2, 3, 4, 5, 1].into_iter().map(Bson::Int32).collect();
+        let desc: Vec<Bson> = [1, 5, 3, 4, 2].into_iter().map(Bson::Int32).collect();
+        assert_eq!(ids(false), asc, "[{}] ascending", t.backend);
+        assert_eq!(ids(true), desc, "[{}] descending", t.backend);
+    }
+}
+
+// ---- plan choice ---------------------------------------------------------------------------
+
+fn big_collection(t: &TestDb) -> (Collection, Vec<Document>) {
+    let docs: Vec<Document> = (0..2000)
+        .map(|i| {
+            doc! {
+                "_id": i,
+                "status": format!("s{}", i % 100),
+                "flag": i % 2 == 0,
+                "n": (i * 37) % 1000,
+                "tags": [format!("t{}", i % 7), format!("t{}", i % 11)],
+            }
+        })
+        .collect();
+    let coll = t
+        .db
+        .create_collection(CollectionConfig::new("big").index("status").index("flag"))
+        .expect("create");
+    coll.insert_many(docs.clone()).expect("insert");
+    coll.create_index("tags").expect("index tags");
+    (coll, docs)
+}
+
+#[test]
+fn explain_uses_an_index_only_when_selective() {
+    for t in backends() {
+        let (coll, all) = big_collection(&t);
+        let explain = |f: Document| coll.find(f).explain().expect("explain");
+
+        let plan = explain(doc! { "status": "s7" });
+        match &plan.source {
+            Source::IndexScan { field, estimate, capped, .. } => {
+                assert_eq!((field.as_str(), *estimate, *capped), ("status", 20, false), "[{}]", t.backend);
+            }
+            other => panic!("[{}] selective equality on an indexed field: {other:?}", t.backend),
+        }
+        assert!(plan.to_string().contains("IndexScan"), "{plan}");
+
+        let plan = explain(doc! { "flag": true });
+        assert!(matches!(plan.source, Source::Scan { estimate: 2000 }), "[{}] unselective: {plan}", t.backend);
+        let plan = explain(doc! { "n": 5 });
+        assert!(matches!(plan.source, Source::Scan { .. }), "[{}] unindexed: {plan}", t.backend);
+
+        // The selective conjunct wins over the unselective one.
+        let plan = explain(doc! { "flag": true, "status": "s8" });
+        assert!(
+            matches!(&plan.source, Source::IndexScan { field, .. } if field == "status"),
+            "[{}] {plan}",
+            t.backend
+        );
+        // Two selective branches of an $or: a union of index scans.
+        let plan = explain(doc! { "$or": [ { "status": "s1" }, { "status": "s2" } ] });
+        assert!(
+            matches!(&plan.source, Source::IndexMerge { op: MergeOp::Or, inputs, .. } if inputs.len() == 2),
+            "[{}] {plan}",
+            t.backend
+        );
+        // An unindexed branch forces a scan.
+        let plan = explain(doc! { "$or": [ { "status": "s1" }, { "n": 2 } ] });
+        assert!(matches!(plan.source, Source::Scan { .. }), "[{}] {plan}", t.backend);
+
+        // And each of them returns what a full scan finds.
+        for f in [
+            doc! { "status": "s7" },
+            doc! { "flag": true, "status": "s8" },
+            doc! { "$or": [ { "status": "s1" }, { "status": "s2" } ] },
+            doc! { "status": { "$in": ["s3", "s4", "nope"] }, "tags": "t3" },
+            doc! { "tags": { "$all": ["t1", "t2"] }, "n": { "$lt": 500 } },
+        ] {
+            let query = sorted(f, "n", true);
+            check_query(&coll, &all, &query, t.backend);
+            check_query(&coll, &all, &Query { sort: Vec::new(), ..query }, t.backend);
+        }
+    }
+}
+
+#[test]
+fn the_reference_sort_is_not_vacuous() {
+    // Guards the reference itself: min/max array elements, cross-type order, _id ties.
+    let mut docs = vec![
+        doc! { "_id": 3, "n": [5, -1] },
+        doc! { "_id": 1, "n": 2 },
+        doc! { "_id": 2, "n": "a" },
+        doc! { "_id": 0, "n": 2.0 },
+        doc! { "_id": 4 },
+    ];
+    reference_sort(&mut docs, &[("n".to_owned(), false)]);
+    let ids: Vec<i32> = docs.iter().map(|d| d.get_i32("_id").expect("id")).collect();
+    assert_eq!(ids, [4, 3, 0, 1, 2]);
+    reference_sort(&mut docs, &[("n".to_owned(), true)]);
+    let ids: Vec<i32> = docs.iter().map(|d| d.get_i32("_id").expect("id")).collect();
+    assert_eq!(ids, [2, 3, 0, 1, 4]);
+    assert!(!same_docs(&docs[..1], &docs[1..2]));
+}
