@@ -30,6 +30,7 @@ mod collection;
 mod db;
 mod error;
 mod find;
+mod search;
 mod txn;
 
 pub use bson;
@@ -37,6 +38,8 @@ pub use collection::Collection;
 pub use db::{Db, DbBuilder};
 pub use error::{Error, Result};
 pub use find::Find;
+pub use search::Search;
+pub use slate_query::{SearchExplain, SearchHit, Strategy};
 pub use slate_core as core;
 pub use slate_core::{CollectionConfig, Metric};
 pub use slate_query as query;

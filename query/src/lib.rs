@@ -4,6 +4,7 @@
 //!   bounds a planner reads from it ([`Filter::index_bounds`], [`Interval`]).
 //! - `plan`: the plan tree and its choice from cardinality estimates ([`plan_find`]).
 //! - `exec`: the executor ([`Cursor`]), sort keys and the bounded top-n.
+//! - `search`: vector top-k, plain and under filters ([`search`], [`Strategy`]).
 //! - `update`: update documents (`$set`, `$unset`, `$inc`, `$push`, `$pull`).
 #![deny(unsafe_code)]
 
@@ -11,10 +12,12 @@ mod error;
 pub mod exec;
 mod filter;
 pub mod plan;
+mod search;
 mod update;
 
 pub use error::{Error, Result};
 pub use exec::{matching_keys, Cursor, ExecStats, SortField};
 pub use filter::{ElemMatch, FieldPath, Filter, FilterError, Interval, Predicate};
 pub use plan::{plan_find, FindSpec, MergeOp, Plan, Source};
+pub use search::{search, search_batch, CostModel, SearchExplain, SearchHit, SearchSpec, Strategy};
 pub use update::{equality_seed, Update, UpdateError};

@@ -2,6 +2,7 @@
 //! tools use; change them only by adding.
 
 mod load;
+mod search;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -55,6 +56,46 @@ enum Command {
     Find(FindArgs),
     /// Print the number of documents matching a filter.
     Count(CountArgs),
+    /// Run vector queries from a file: one JSON line per query, then a summary.
+    Search(SearchArgs),
+}
+
+#[derive(Args)]
+struct SearchArgs {
+    #[command(flatten)]
+    target: Target,
+    #[command(flatten)]
+    preload: Preload,
+    /// The vector field to search.
+    #[arg(long, value_name = "NAME")]
+    field: String,
+    /// Query vectors: raw little-endian f32 (.f32) or .fvecs.
+    #[arg(long, value_name = "FILE")]
+    queries: PathBuf,
+    /// Hits per query.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    k: usize,
+    /// Only documents matching this filter (relaxed extended JSON).
+    #[arg(long, value_name = "JSON")]
+    filter: Option<String>,
+    /// Fields returned with each hit besides _id and distance.
+    #[arg(long, value_name = "F1,F2")]
+    project: Option<String>,
+    /// Threads per query scan (0: all cores).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: usize,
+    /// Answer all queries in one blocked pass (unfiltered only).
+    #[arg(long)]
+    batch: bool,
+    /// Hybrid strategy: gather, scan, bitmap or auto.
+    #[arg(long, default_value = "auto")]
+    strategy: String,
+    /// Add each query's plan and work counters to its line.
+    #[arg(long)]
+    explain: bool,
+    /// Partition value(s) of a partitioned collection (JSON), repeatable.
+    #[arg(long = "partition", value_name = "JSON")]
+    partitions: Vec<String>,
 }
 
 /// Where the data is: a database directory, or memory (loaded in this run).
@@ -235,8 +276,8 @@ fn find(args: FindArgs) -> Result<(), CliError> {
     if let Some(n) = args.limit {
         query = query.limit(n);
     }
-    if let Some(p) = &args.project {
-        query = query.project(p.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned));
+    if let Some(p) = split_fields(&args.project) {
+        query = query.project(p);
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -257,6 +298,28 @@ fn count(args: CountArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+fn split_fields(p: &Option<String>) -> Option<Vec<String>> {
+    p.as_ref().map(|p| p.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+}
+
+fn search_cmd(args: SearchArgs) -> Result<(), CliError> {
+    let db = prepare(&args.target, &args.preload)?;
+    let coll = collection(&db, &args.target, &args.partitions)?;
+    let strategy = args.strategy.parse().map_err(|e: slate::query::Error| CliError::Usage(e.to_string()))?;
+    let run = search::SearchRun {
+        field: args.field,
+        queries: args.queries,
+        k: args.k,
+        filter: parse_filter(&args.filter)?,
+        projection: split_fields(&args.project),
+        threads: args.threads,
+        batch: args.batch,
+        strategy,
+        explain: args.explain,
+    };
+    search::run(&coll, &run)
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn run() -> i32 {
     let cli = Cli::parse();
@@ -267,6 +330,7 @@ pub fn run() -> i32 {
         }),
         Command::Find(args) => find(args),
         Command::Count(args) => count(args),
+        Command::Search(args) => search_cmd(args),
     };
     match result {
         Ok(()) => 0,

@@ -9,6 +9,7 @@
 mod cli;
 mod partitions;
 mod queries;
+mod vectors;
 mod writes;
 
 use slate::bson::{Bson, Document};

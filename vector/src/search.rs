@@ -134,6 +134,28 @@ impl CacheView {
         Ok(hits)
     }
 
+    /// Bitmap scan with a lazy residual: the k nearest visible rows in
+    /// `mask` for which `pred` holds; rows outside the mask cost no distance,
+    /// and `pred` runs only for rows whose distance would enter the top-k.
+    pub fn search_mask_lazy(
+        &self,
+        query: &[f32],
+        k: usize,
+        threads: usize,
+        mask: &RowMask,
+        pred: RowPredicate<'_>,
+    ) -> Result<(Vec<Hit>, SearchStats)> {
+        self.scan(
+            query,
+            k,
+            threads,
+            Filters {
+                mask: Some(mask),
+                lazy: Some(pred),
+            },
+        )
+    }
+
     /// Gather: the k nearest among `rows` (duplicates, invisible and unknown
     /// rows are ignored); distances only for those rows.
     pub fn search_rows(&self, query: &[f32], k: usize, rows: &[RowId]) -> Result<Vec<Hit>> {

@@ -69,8 +69,16 @@ impl Interval {
     }
 
     fn intersect(&self, other: &Interval) -> Option<Interval> {
-        let start = if cmp_start(&self.start, &other.start).is_ge() { &self.start } else { &other.start };
-        let end = if cmp_end(&self.end, &other.end).is_le() { &self.end } else { &other.end };
+        let start = if cmp_start(&self.start, &other.start).is_ge() {
+            &self.start
+        } else {
+            &other.start
+        };
+        let end = if cmp_end(&self.end, &other.end).is_le() {
+            &self.end
+        } else {
+            &other.end
+        };
         let out = Interval {
             start: start.clone(),
             end: end.clone(),
@@ -164,14 +172,28 @@ fn range(x: &RawBson, lower: bool, inclusive: bool) -> Option<Vec<Interval>> {
         // Cross-bracket comparisons, and arrays, whose elements are what the index holds.
         TypeBracket::MinKey | TypeBracket::MaxKey | TypeBracket::Array => return None,
         // null only equals null.
-        TypeBracket::Null => return Some(if inclusive { vec![Interval::point(encoded(v))] } else { vec![] }),
+        TypeBracket::Null => {
+            return Some(if inclusive {
+                vec![Interval::point(encoded(v))]
+            } else {
+                vec![]
+            })
+        }
         _ => {}
     }
     if matches!(v, RawBsonRef::Double(f) if f.is_nan()) {
-        return Some(if inclusive { vec![Interval::point(encoded(v))] } else { vec![] });
+        return Some(if inclusive {
+            vec![Interval::point(encoded(v))]
+        } else {
+            vec![]
+        });
     }
     let here = encoded(v);
-    let bound = if inclusive { Bound::Included(here) } else { Bound::Excluded(here) };
+    let bound = if inclusive {
+        Bound::Included(here)
+    } else {
+        Bound::Excluded(here)
+    };
     let bracket_start = if b == TypeBracket::Number {
         // Above NaN, which no range matches.
         Bound::Excluded(encoded(RawBsonRef::Double(f64::NAN)))
@@ -180,9 +202,15 @@ fn range(x: &RawBson, lower: bool, inclusive: bool) -> Option<Vec<Interval>> {
     };
     let bracket_end = Bound::Excluded(vec![b.tag() + 1]);
     let interval = if lower {
-        Interval { start: bound, end: bracket_end }
+        Interval {
+            start: bound,
+            end: bracket_end,
+        }
     } else {
-        Interval { start: bracket_start, end: bound }
+        Interval {
+            start: bracket_start,
+            end: bound,
+        }
     };
     Some(normalize(vec![interval]))
 }
@@ -217,7 +245,9 @@ impl Filter {
     /// true intersection would be wrong, and the first equality or `$in` conjunct is used,
     /// else the first indexable one. For an `Or`, call this on each branch.
     pub fn index_bounds(&self, path: &str, multikey: bool) -> Option<Vec<Interval>> {
-        let mut sets = self.predicates_on(path).filter_map(|p| Some((p, p.index_intervals()?)));
+        let mut sets = self
+            .predicates_on(path)
+            .filter_map(|p| Some((p, p.index_intervals()?)));
         if multikey {
             let all: Vec<_> = sets.collect();
             let pick = all

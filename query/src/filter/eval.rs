@@ -46,9 +46,7 @@ impl Predicate {
                 !xs.is_empty() && xs.iter().all(|x| any(LeafArrays::Expand, &|v| equals(v, x)))
             }
             Predicate::Not(preds) => !preds.iter().all(|p| p.matches_path(doc, path)),
-            Predicate::Exists(want) => {
-                any(LeafArrays::Expand, &|v| v != PathValue::Missing) == *want
-            }
+            Predicate::Exists(want) => any(LeafArrays::Expand, &|v| v != PathValue::Missing) == *want,
             Predicate::Size(_) | Predicate::ElemMatch(_) => {
                 any(LeafArrays::Whole, &|v| self.matches_value(v))
             }

@@ -34,8 +34,8 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-use bson::RawBson;
 pub use bounds::Interval;
+use bson::RawBson;
 pub use error::FilterError;
 pub use slate_core::value::FieldPath;
 

@@ -91,12 +91,7 @@ fn logical_list(op: &str, value: &Bson, prefix: &str) -> Result<Vec<Filter>> {
         .collect()
 }
 
-fn parse_field(
-    path: FieldPath,
-    value: &Bson,
-    prefix: &str,
-    out: &mut Vec<Filter>,
-) -> Result<()> {
+fn parse_field(path: FieldPath, value: &Bson, prefix: &str, out: &mut Vec<Filter>) -> Result<()> {
     let shown = join(prefix, path.as_str());
     match value {
         Bson::Document(ops) if is_operator_document(ops) => {
@@ -127,7 +122,12 @@ fn parse_operators(ops: &Document, shown: &str) -> Result<Vec<Predicate>> {
 
 fn parse_operator(op: &str, operand: &Bson, path: &str) -> Result<Predicate> {
     let no_regex = |p: fn(RawBson) -> Predicate| match operand {
-        Bson::RegularExpression(_) => Err(bad_operand(op, path, "a value other than a regular expression", operand)),
+        Bson::RegularExpression(_) => Err(bad_operand(
+            op,
+            path,
+            "a value other than a regular expression",
+            operand,
+        )),
         _ => Ok(p(to_raw(op, operand, path)?)),
     };
     match op {
@@ -176,9 +176,13 @@ fn parse_operator(op: &str, operand: &Bson, path: &str) -> Result<Predicate> {
                 .next()
                 .is_some_and(|k| k.starts_with('$') && !matches!(k.as_str(), "$and" | "$or" | "$nor"));
             if first_is_operator {
-                Ok(Predicate::ElemMatch(ElemMatch::Value(parse_value_operators(d, path)?)))
+                Ok(Predicate::ElemMatch(ElemMatch::Value(parse_value_operators(
+                    d, path,
+                )?)))
             } else {
-                Ok(Predicate::ElemMatch(ElemMatch::Document(Box::new(parse_query(d, path)?))))
+                Ok(Predicate::ElemMatch(ElemMatch::Document(Box::new(parse_query(
+                    d, path,
+                )?))))
             }
         }
         "$not" => match operand {

@@ -70,9 +70,17 @@ fn ranges_stay_in_their_bracket_and_intersect_when_allowed() {
     assert!(!contains_key(&multi, RawBsonRef::String("x")));
     assert!(!contains_key(&multi, RawBsonRef::Double(f64::NAN)));
 
-    assert_eq!(parse(&doc! { "a": { "$gt": Bson::Null } }).index_bounds("a", false), Some(vec![]));
-    assert_eq!(parse(&doc! { "a": { "$gt": 1, "$lt": 0 } }).index_bounds("a", false), Some(vec![]));
-    let strings = parse(&doc! { "a": { "$gte": "b" } }).index_bounds("a", false).expect("indexable");
+    assert_eq!(
+        parse(&doc! { "a": { "$gt": Bson::Null } }).index_bounds("a", false),
+        Some(vec![])
+    );
+    assert_eq!(
+        parse(&doc! { "a": { "$gt": 1, "$lt": 0 } }).index_bounds("a", false),
+        Some(vec![])
+    );
+    let strings = parse(&doc! { "a": { "$gte": "b" } })
+        .index_bounds("a", false)
+        .expect("indexable");
     assert!(contains_key(&strings, RawBsonRef::String("b")));
     assert!(contains_key(&strings, RawBsonRef::String("zzz")));
     assert!(!contains_key(&strings, RawBsonRef::Document(&bson::rawdoc! {})));

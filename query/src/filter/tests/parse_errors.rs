@@ -13,20 +13,41 @@ fn err(q: Document) -> FilterError {
 }
 
 fn regex() -> Bson {
-    Bson::RegularExpression(Regex { pattern: "x".into(), options: String::new() })
+    Bson::RegularExpression(Regex {
+        pattern: "x".into(),
+        options: String::new(),
+    })
 }
 
 #[test]
 fn unknown_operators_are_named() {
     let e = err(doc! { "a": { "$foo": 1 } });
-    assert_eq!(e, FilterError::UnknownOperator { op: "$foo".into(), path: "a".into() });
+    assert_eq!(
+        e,
+        FilterError::UnknownOperator {
+            op: "$foo".into(),
+            path: "a".into()
+        }
+    );
     assert_eq!(e.to_string(), "unknown operator $foo on field \"a\"");
     let e = err(doc! { "$foo": [] });
-    assert_eq!(e, FilterError::UnknownOperator { op: "$foo".into(), path: String::new() });
+    assert_eq!(
+        e,
+        FilterError::UnknownOperator {
+            op: "$foo".into(),
+            path: String::new()
+        }
+    );
     assert!(e.to_string().contains("at the top level"), "{e}");
     // An operator document must hold operators only.
     let e = err(doc! { "a": { "$gt": 1, "b": 2 } });
-    assert_eq!(e, FilterError::UnknownOperator { op: "b".into(), path: "a".into() });
+    assert_eq!(
+        e,
+        FilterError::UnknownOperator {
+            op: "b".into(),
+            path: "a".into()
+        }
+    );
 }
 
 #[test]
@@ -43,7 +64,10 @@ fn unsupported_operators_say_so() {
         assert!(matches!(err(q.clone()), FilterError::Unsupported { .. }), "{q}");
     }
     let e = err(doc! { "tags": { "$regex": "^x" } });
-    assert!(e.to_string().contains("$regex") && e.to_string().contains("tags"), "{e}");
+    assert!(
+        e.to_string().contains("$regex") && e.to_string().contains("tags"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -64,11 +88,17 @@ fn bad_operands_name_operator_path_and_value() {
         (doc! { "$and": [] }, "$and", ""),
         (doc! { "$or": { "a": 1 } }, "$or", ""),
         (doc! { "$nor": [1] }, "$nor", ""),
-        (doc! { "x.y": { "$elemMatch": { "b": { "$size": true } } } }, "$size", "x.y.b"),
+        (
+            doc! { "x.y": { "$elemMatch": { "b": { "$size": true } } } },
+            "$size",
+            "x.y.b",
+        ),
     ];
     for (q, op, path) in cases {
         match err(q.clone()) {
-            FilterError::BadOperand { op: o, path: p, got, .. } => {
+            FilterError::BadOperand {
+                op: o, path: p, got, ..
+            } => {
                 assert_eq!((o.as_str(), p.as_str()), (op, path), "{q}");
                 assert!(!got.is_empty());
             }
@@ -88,9 +118,18 @@ fn bad_paths_and_not_operands() {
         assert!(matches!(err(q.clone()), FilterError::InvalidPath { .. }), "{q}");
     }
     let e = err(doc! { "a": { "$not": { "b": 1 } } });
-    assert!(matches!(e, FilterError::BadOperand { ref op, .. } if op == "$not"), "{e:?}");
+    assert!(
+        matches!(e, FilterError::BadOperand { ref op, .. } if op == "$not"),
+        "{e:?}"
+    );
     let e = err(doc! { "a": { "$elemMatch": { "$gt": 1, "b": 1 } } });
-    assert_eq!(e, FilterError::UnknownOperator { op: "b".into(), path: "a".into() });
+    assert_eq!(
+        e,
+        FilterError::UnknownOperator {
+            op: "b".into(),
+            path: "a".into()
+        }
+    );
 }
 
 #[test]
@@ -100,25 +139,64 @@ fn accepted_shapes() {
     assert_eq!(f.conjuncts().len(), 4);
     assert_eq!(f.predicates_on("a").count(), 2);
     // A plain document is exact equality; `$ref`-style documents are literals too.
-    assert!(matches!(parse(&doc! { "a": { "b": 1 } }), Filter::Field { pred: Predicate::Eq(_), .. }));
-    assert!(matches!(parse(&doc! { "a": { "$ref": "c", "$id": 1 } }), Filter::Field { pred: Predicate::Eq(_), .. }));
+    assert!(matches!(
+        parse(&doc! { "a": { "b": 1 } }),
+        Filter::Field {
+            pred: Predicate::Eq(_),
+            ..
+        }
+    ));
+    assert!(matches!(
+        parse(&doc! { "a": { "$ref": "c", "$id": 1 } }),
+        Filter::Field {
+            pred: Predicate::Eq(_),
+            ..
+        }
+    ));
     // Literal operator-looking documents through $eq.
-    assert!(matches!(parse(&doc! { "a": { "$eq": { "$gt": 1 } } }), Filter::Field { pred: Predicate::Eq(_), .. }));
+    assert!(matches!(
+        parse(&doc! { "a": { "$eq": { "$gt": 1 } } }),
+        Filter::Field {
+            pred: Predicate::Eq(_),
+            ..
+        }
+    ));
     assert_eq!(parse(&doc! {}), Filter::And(vec![]));
     // $in lists are sorted and deduplicated by value.
     match parse(&doc! { "a": { "$in": [3, 1, 1.0, Bson::Int64(3), "x"] } }) {
-        Filter::Field { pred: Predicate::In(xs), .. } => assert_eq!(xs.len(), 3),
+        Filter::Field {
+            pred: Predicate::In(xs),
+            ..
+        } => assert_eq!(xs.len(), 3),
         other => panic!("{other:?}"),
     }
     // The two $elemMatch forms.
     assert!(matches!(
         parse(&doc! { "a": { "$elemMatch": { "$gt": 1 } } }),
-        Filter::Field { pred: Predicate::ElemMatch(ElemMatch::Value(_)), .. }
+        Filter::Field {
+            pred: Predicate::ElemMatch(ElemMatch::Value(_)),
+            ..
+        }
     ));
     assert!(matches!(
         parse(&doc! { "a": { "$elemMatch": { "$or": [{ "b": 1 }] } } }),
-        Filter::Field { pred: Predicate::ElemMatch(ElemMatch::Document(_)), .. }
+        Filter::Field {
+            pred: Predicate::ElemMatch(ElemMatch::Document(_)),
+            ..
+        }
     ));
-    assert!(matches!(parse(&doc! { "a": { "$size": 2.0 } }), Filter::Field { pred: Predicate::Size(2), .. }));
-    assert!(matches!(parse(&doc! { "a": { "$exists": 0 } }), Filter::Field { pred: Predicate::Exists(false), .. }));
+    assert!(matches!(
+        parse(&doc! { "a": { "$size": 2.0 } }),
+        Filter::Field {
+            pred: Predicate::Size(2),
+            ..
+        }
+    ));
+    assert!(matches!(
+        parse(&doc! { "a": { "$exists": 0 } }),
+        Filter::Field {
+            pred: Predicate::Exists(false),
+            ..
+        }
+    ));
 }

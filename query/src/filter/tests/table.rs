@@ -12,7 +12,12 @@ fn check(cases: &[(Document, Document, bool)]) {
             failures.push(format!("{q} on {d}: expected {want}, got {got}"));
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -31,12 +36,32 @@ fn equality_and_arrays() {
         (doc! { "a": [1, 2] }, doc! { "a": [[1, 2], 3] }, true),
         (doc! { "a": [1, 2] }, doc! { "a": 1 }, false),
         (doc! { "a": { "$eq": [1, 2] } }, doc! { "a": [1, 2] }, true),
-        (doc! { "a": { "b": 1, "c": 2 } }, doc! { "a": { "b": 1, "c": 2 } }, true),
-        (doc! { "a": { "b": 1, "c": 2 } }, doc! { "a": { "c": 2, "b": 1 } }, false),
-        (doc! { "a": { "b": 1, "c": 2 } }, doc! { "a": { "b": 1.0, "c": 2 } }, true),
-        (doc! { "a": { "b": 1, "c": 2 } }, doc! { "a": [{ "b": 1, "c": 2 }] }, true),
+        (
+            doc! { "a": { "b": 1, "c": 2 } },
+            doc! { "a": { "b": 1, "c": 2 } },
+            true,
+        ),
+        (
+            doc! { "a": { "b": 1, "c": 2 } },
+            doc! { "a": { "c": 2, "b": 1 } },
+            false,
+        ),
+        (
+            doc! { "a": { "b": 1, "c": 2 } },
+            doc! { "a": { "b": 1.0, "c": 2 } },
+            true,
+        ),
+        (
+            doc! { "a": { "b": 1, "c": 2 } },
+            doc! { "a": [{ "b": 1, "c": 2 }] },
+            true,
+        ),
         (doc! { "a": { "b": 1 } }, doc! { "a": { "b": 1, "c": 2 } }, false),
-        (doc! { "a": 9_007_199_254_740_993_i64 }, doc! { "a": 9_007_199_254_740_992.0 }, false),
+        (
+            doc! { "a": 9_007_199_254_740_993_i64 },
+            doc! { "a": 9_007_199_254_740_992.0 },
+            false,
+        ),
         (doc! { "a": f64::NAN }, doc! { "a": f64::NAN }, true),
         (doc! { "tags": "x" }, doc! { "tags": ["y", "x"] }, true),
         (doc! { "tags": ["x"] }, doc! { "tags": ["x"] }, true),
@@ -61,7 +86,11 @@ fn dot_paths() {
         (doc! { "a.0.b": 1 }, doc! { "a": [{ "b": 1 }] }, true),
         (doc! { "a.0.b": 1 }, doc! { "a": [[{ "b": 1 }]] }, true),
         (doc! { "a.0.1": 2 }, doc! { "a": [[1, 2]] }, true),
-        (doc! { "a.b": 1, "a.c": 2 }, doc! { "a": [{ "b": 1 }, { "c": 2 }] }, true),
+        (
+            doc! { "a.b": 1, "a.c": 2 },
+            doc! { "a": [{ "b": 1 }, { "c": 2 }] },
+            true,
+        ),
     ]);
 }
 
@@ -79,7 +108,11 @@ fn null_and_missing() {
         (doc! { "a.b": Bson::Null }, doc! {}, true),
         (doc! { "a.b": Bson::Null }, doc! { "a": {} }, true),
         (doc! { "a.b": Bson::Null }, doc! { "a": [{}] }, true),
-        (doc! { "a.b": Bson::Null }, doc! { "a": { "b": Bson::Null } }, true),
+        (
+            doc! { "a.b": Bson::Null },
+            doc! { "a": { "b": Bson::Null } },
+            true,
+        ),
         (doc! { "a.b": Bson::Null }, doc! { "a": [] }, false),
         (doc! { "a.b": Bson::Null }, doc! { "a": [Bson::Null] }, false),
         (doc! { "a.b": Bson::Null }, doc! { "a": [1, 2] }, false),
@@ -88,10 +121,22 @@ fn null_and_missing() {
         (doc! { "a.b": Bson::Null }, doc! { "a": 5 }, true),
         (doc! { "a": { "$ne": Bson::Null } }, doc! {}, false),
         (doc! { "a": { "$ne": Bson::Null } }, doc! { "a": 1 }, true),
-        (doc! { "a": { "$ne": Bson::Null } }, doc! { "a": [1, Bson::Null] }, false),
+        (
+            doc! { "a": { "$ne": Bson::Null } },
+            doc! { "a": [1, Bson::Null] },
+            false,
+        ),
         (doc! { "a": { "$gte": Bson::Null } }, doc! {}, true),
-        (doc! { "a": { "$lte": Bson::Null } }, doc! { "a": Bson::Null }, true),
-        (doc! { "a": { "$gt": Bson::Null } }, doc! { "a": Bson::Null }, false),
+        (
+            doc! { "a": { "$lte": Bson::Null } },
+            doc! { "a": Bson::Null },
+            true,
+        ),
+        (
+            doc! { "a": { "$gt": Bson::Null } },
+            doc! { "a": Bson::Null },
+            false,
+        ),
         (doc! { "a": { "$gte": Bson::Null } }, doc! { "a": 0 }, false),
         (doc! { "a": { "$in": [Bson::Null] } }, doc! {}, true),
         (doc! { "a": { "$nin": [Bson::Null] } }, doc! {}, false),
@@ -100,8 +145,16 @@ fn null_and_missing() {
         (doc! { "a": { "$exists": true } }, doc! { "a": [] }, true),
         (doc! { "a": { "$exists": false } }, doc! {}, true),
         (doc! { "a.b": { "$exists": true } }, doc! { "a": [1] }, false),
-        (doc! { "a.b": { "$exists": true } }, doc! { "a": [{ "b": Bson::Null }] }, true),
-        (doc! { "a.b": { "$exists": false } }, doc! { "a": [{ "b": 1 }, {}] }, false),
+        (
+            doc! { "a.b": { "$exists": true } },
+            doc! { "a": [{ "b": Bson::Null }] },
+            true,
+        ),
+        (
+            doc! { "a.b": { "$exists": false } },
+            doc! { "a": [{ "b": 1 }, {}] },
+            false,
+        ),
     ]);
 }
 
@@ -124,17 +177,39 @@ fn comparisons_stay_in_their_bracket() {
         (doc! { "a": { "$gt": 1, "$lt": 5 } }, doc! { "a": [0, 9] }, true),
         (doc! { "a": { "$gt": 1, "$lt": 5 } }, doc! { "a": 9 }, false),
         (doc! { "a": { "$gt": Bson::MinKey } }, doc! { "a": "x" }, true),
-        (doc! { "a": { "$gt": Bson::MinKey } }, doc! { "a": Bson::Null }, true),
+        (
+            doc! { "a": { "$gt": Bson::MinKey } },
+            doc! { "a": Bson::Null },
+            true,
+        ),
         (doc! { "a": { "$lt": Bson::MaxKey } }, doc! { "a": {} }, true),
         (doc! { "a": { "$gt": f64::NAN } }, doc! { "a": 1 }, false),
         (doc! { "a": { "$lt": 1 } }, doc! { "a": f64::NAN }, false),
         (doc! { "a": { "$lte": 1 } }, doc! { "a": f64::NAN }, false),
         (doc! { "a": { "$gte": f64::NAN } }, doc! { "a": f64::NAN }, true),
-        (doc! { "a": { "$gt": f64::NEG_INFINITY } }, doc! { "a": i64::MIN }, true),
-        (doc! { "a": { "$gt": 9_007_199_254_740_992.0 } }, doc! { "a": 9_007_199_254_740_993_i64 }, true),
-        (doc! { "a": { "$lt": 9_223_372_036_854_775_808.0 } }, doc! { "a": i64::MAX }, true),
+        (doc! { "a": { "$gt": f64::NAN } }, doc! { "a": f64::NAN }, false),
+        (doc! { "a": { "$lt": f64::NAN } }, doc! { "a": f64::NAN }, false),
+        (
+            doc! { "a": { "$gt": f64::NEG_INFINITY } },
+            doc! { "a": i64::MIN },
+            true,
+        ),
+        (
+            doc! { "a": { "$gt": 9_007_199_254_740_992.0 } },
+            doc! { "a": 9_007_199_254_740_993_i64 },
+            true,
+        ),
+        (
+            doc! { "a": { "$lt": 9_223_372_036_854_775_808.0 } },
+            doc! { "a": i64::MAX },
+            true,
+        ),
         (doc! { "a": { "$gt": [1] } }, doc! { "a": [2] }, true),
-        (doc! { "a": { "$gt": { "b": 1 } } }, doc! { "a": { "b": 2 } }, true),
+        (
+            doc! { "a": { "$gt": { "b": 1 } } },
+            doc! { "a": { "b": 2 } },
+            true,
+        ),
     ]);
 }
 
@@ -157,7 +232,11 @@ fn in_nin_ne_all() {
         (doc! { "a": { "$all": [1] } }, doc! { "a": 1 }, true),
         (doc! { "a": { "$all": [] } }, doc! { "a": [1] }, false),
         (doc! { "a": { "$all": [[1, 2]] } }, doc! { "a": [1, 2] }, true),
-        (doc! { "a.b": { "$all": [1, 2] } }, doc! { "a": [{ "b": 1 }, { "b": [2] }] }, true),
+        (
+            doc! { "a.b": { "$all": [1, 2] } },
+            doc! { "a": [{ "b": 1 }, { "b": [2] }] },
+            true,
+        ),
     ]);
 }
 
@@ -170,33 +249,101 @@ fn size_elem_match_not_logic() {
         (doc! { "a": { "$size": 2 } }, doc! { "a": [[1, 2]] }, false),
         (doc! { "a": { "$size": 0 } }, doc! { "a": [] }, true),
         (doc! { "a.b": { "$size": 1 } }, doc! { "a": [{ "b": [5] }] }, true),
-        (doc! { "a": { "$elemMatch": { "$gt": 1, "$lt": 3 } } }, doc! { "a": [0, 5] }, false),
-        (doc! { "a": { "$elemMatch": { "$gt": 1, "$lt": 3 } } }, doc! { "a": [0, 2] }, true),
-        (doc! { "a": { "$elemMatch": { "$gt": 1 } } }, doc! { "a": 2 }, false),
-        (doc! { "a": { "$elemMatch": { "$eq": 1 } } }, doc! { "a": [[1]] }, false),
-        (doc! { "a": { "$elemMatch": { "$elemMatch": { "$eq": 1 } } } }, doc! { "a": [[1]] }, true),
-        (doc! { "a": { "$elemMatch": { "$size": 1 } } }, doc! { "a": [[1]] }, true),
-        (doc! { "a": { "$elemMatch": { "$not": { "$gt": 5 } } } }, doc! { "a": [9, 3] }, true),
-        (doc! { "a": { "$elemMatch": { "b": 1, "c": 2 } } }, doc! { "a": [{ "b": 1 }, { "c": 2 }] }, false),
-        (doc! { "a": { "$elemMatch": { "b": 1, "c": 2 } } }, doc! { "a": [{ "b": 1, "c": 2 }] }, true),
-        (doc! { "a": { "$elemMatch": { "b": { "$gt": 1 } } } }, doc! { "a": [{ "b": [0, 5] }] }, true),
-        (doc! { "a": { "$elemMatch": { "0": 1 } } }, doc! { "a": [[1, 2]] }, true),
+        (
+            doc! { "a": { "$elemMatch": { "$gt": 1, "$lt": 3 } } },
+            doc! { "a": [0, 5] },
+            false,
+        ),
+        (
+            doc! { "a": { "$elemMatch": { "$gt": 1, "$lt": 3 } } },
+            doc! { "a": [0, 2] },
+            true,
+        ),
+        (
+            doc! { "a": { "$elemMatch": { "$gt": 1 } } },
+            doc! { "a": 2 },
+            false,
+        ),
+        (
+            doc! { "a": { "$elemMatch": { "$eq": 1 } } },
+            doc! { "a": [[1]] },
+            false,
+        ),
+        (
+            doc! { "a": { "$elemMatch": { "$elemMatch": { "$eq": 1 } } } },
+            doc! { "a": [[1]] },
+            true,
+        ),
+        (
+            doc! { "a": { "$elemMatch": { "$size": 1 } } },
+            doc! { "a": [[1]] },
+            true,
+        ),
+        (
+            doc! { "a": { "$elemMatch": { "$not": { "$gt": 5 } } } },
+            doc! { "a": [9, 3] },
+            true,
+        ),
+        (
+            doc! { "a": { "$elemMatch": { "b": 1, "c": 2 } } },
+            doc! { "a": [{ "b": 1 }, { "c": 2 }] },
+            false,
+        ),
+        (
+            doc! { "a": { "$elemMatch": { "b": 1, "c": 2 } } },
+            doc! { "a": [{ "b": 1, "c": 2 }] },
+            true,
+        ),
+        (
+            doc! { "a": { "$elemMatch": { "b": { "$gt": 1 } } } },
+            doc! { "a": [{ "b": [0, 5] }] },
+            true,
+        ),
+        (
+            doc! { "a": { "$elemMatch": { "0": 1 } } },
+            doc! { "a": [[1, 2]] },
+            true,
+        ),
         (doc! { "a": { "$elemMatch": {} } }, doc! { "a": [1, {}] }, true),
         (doc! { "a": { "$elemMatch": {} } }, doc! { "a": [1] }, false),
-        (doc! { "a.b": { "$elemMatch": { "c": 1 } } }, doc! { "a": [{ "b": [{ "c": 1 }] }] }, true),
+        (
+            doc! { "a.b": { "$elemMatch": { "c": 1 } } },
+            doc! { "a": [{ "b": [{ "c": 1 }] }] },
+            true,
+        ),
         (doc! { "a": { "$not": { "$gt": 5 } } }, doc! { "a": 3 }, true),
         (doc! { "a": { "$not": { "$gt": 5 } } }, doc! { "a": 6 }, false),
         (doc! { "a": { "$not": { "$gt": 5 } } }, doc! {}, true),
         (doc! { "a": { "$not": { "$gt": 5 } } }, doc! { "a": "x" }, true),
-        (doc! { "a": { "$not": { "$gt": 5 } } }, doc! { "a": [1, 9] }, false),
-        (doc! { "a": { "$not": { "$gt": 1, "$lt": 5 } } }, doc! { "a": 3 }, false),
-        (doc! { "a": { "$not": { "$gt": 1, "$lt": 5 } } }, doc! { "a": 7 }, true),
+        (
+            doc! { "a": { "$not": { "$gt": 5 } } },
+            doc! { "a": [1, 9] },
+            false,
+        ),
+        (
+            doc! { "a": { "$not": { "$gt": 1, "$lt": 5 } } },
+            doc! { "a": 3 },
+            false,
+        ),
+        (
+            doc! { "a": { "$not": { "$gt": 1, "$lt": 5 } } },
+            doc! { "a": 7 },
+            true,
+        ),
         (doc! { "$nor": [{ "a": 1 }, { "b": 2 }] }, doc! { "a": 1 }, false),
-        (doc! { "$nor": [{ "a": 1 }, { "b": 2 }] }, doc! { "a": 2, "b": 3 }, true),
+        (
+            doc! { "$nor": [{ "a": 1 }, { "b": 2 }] },
+            doc! { "a": 2, "b": 3 },
+            true,
+        ),
         (doc! { "$nor": [{ "a": 1 }, { "b": 2 }] }, doc! {}, true),
         (doc! { "$or": [{ "a": 1 }, { "b": 2 }] }, doc! { "b": 2 }, true),
         (doc! { "$or": [{ "a": 1 }, { "b": 2 }] }, doc! {}, false),
-        (doc! { "$and": [{ "a": { "$gt": 1 } }, { "a": { "$lt": 5 } }] }, doc! { "a": [0, 9] }, true),
+        (
+            doc! { "$and": [{ "a": { "$gt": 1 } }, { "a": { "$lt": 5 } }] },
+            doc! { "a": [0, 9] },
+            true,
+        ),
         (doc! {}, doc! { "a": 1 }, true),
         // MongoDB quirk kept: element 0 has no field "0", which reads as a missing a.0.b.
         (doc! { "a.0.b": Bson::Null }, doc! { "a": [{ "b": 1 }] }, true),

@@ -1,0 +1,475 @@
+//! Vector search, plain and hybrid: the k nearest documents to a query vector
+//! among those matching a filter, exactly, by one of three strategies.
+//!
+//! - **Gather**: the ID tier (an index scan, or a raw-tier pass over the
+//!   documents when no index applies) yields the candidate documents;
+//!   distances are computed for their rows only, and candidates are verified
+//!   against the whole filter nearest first until k pass.
+//! - **Scan** (lazy filter): every visible row is scanned; a row is checked
+//!   against the filter (on its document bytes) only when its distance would
+//!   enter the heap. Each row is visited once, so each verdict is computed once.
+//! - **Bitmap**: the index's candidates become a row bitmap checked inline
+//!   during the scan; the residual filter is checked lazily as in Scan.
+//!
+//! All three return exactly what a brute-force scan over the matching
+//! documents returns (ties broken by document key); `Auto` picks the cheapest
+//! by the cost model in [`CostModel`].
+
+use std::collections::HashSet;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bson::{Bson, Document};
+use slate_core::{CollectionRead, Part, RawDoc};
+use slate_vector::{CacheView, Hit, RowId, RowMask};
+
+use crate::exec::source_keys;
+use crate::filter::Filter;
+use crate::plan::{plan_find, FindSpec, Source};
+use crate::{Error, Result};
+
+/// How a filtered search runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// Chosen from estimated costs.
+    #[default]
+    Auto,
+    /// Distances for the candidates only.
+    Gather,
+    /// Full scan, filter checked lazily.
+    Scan,
+    /// Full scan over a row bitmap of the index's candidates.
+    Bitmap,
+}
+
+impl FromStr for Strategy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(Strategy::Auto),
+            "gather" => Ok(Strategy::Gather),
+            "scan" => Ok(Strategy::Scan),
+            "bitmap" => Ok(Strategy::Bitmap),
+            other => Err(Error::InvalidQuery {
+                reason: format!("unknown strategy {other:?}: use gather, scan, bitmap or auto"),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Strategy::Auto => "auto",
+            Strategy::Gather => "gather",
+            Strategy::Scan => "scan",
+            Strategy::Bitmap => "bitmap",
+        })
+    }
+}
+
+/// What a search asks for.
+#[derive(Debug, Clone, Default)]
+pub struct SearchSpec {
+    /// The vector field.
+    pub field: String,
+    /// The query vector.
+    pub query: Vec<f32>,
+    /// How many hits at most.
+    pub k: usize,
+    /// Only documents matching this filter.
+    pub filter: Option<Filter>,
+    /// Fields of each hit's document (`None`: `_id` only).
+    pub projection: Option<Vec<String>>,
+    /// Forced strategy, or `Auto`.
+    pub strategy: Strategy,
+    /// Threads for the scan: 0 the shared pool, 1 the caller, n a pool of n.
+    pub threads: usize,
+}
+
+/// One hit: the document (its `_id` and projected fields) and its distance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit {
+    /// The document's `_id`.
+    pub id: Bson,
+    /// Distance to the query: l2 squared, 1 − cosine similarity, or −dot.
+    pub distance: f32,
+    /// `_id` plus the projected fields.
+    pub doc: Document,
+}
+
+/// What a search did: the strategy, the estimate that chose it, the work.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct SearchExplain {
+    /// The strategy that ran.
+    pub strategy: Strategy,
+    /// Whether it was forced by the caller.
+    pub forced: bool,
+    /// Visible rows of the field.
+    pub rows: u64,
+    /// Estimated documents matching the filter (all rows without one).
+    pub estimate: u64,
+    /// How the estimate was made (`index`, `sample`, `none`).
+    pub estimated_by: &'static str,
+    /// Estimated cost of each strategy, in scan-row units (`None`: not possible).
+    pub costs: Vec<(Strategy, Option<f64>)>,
+    /// Rows whose distance was computed.
+    pub rows_scanned: u64,
+    /// Documents read and checked against the filter.
+    pub docs_checked: u64,
+    /// Candidates pushed into a top-k heap.
+    pub heap_pushes: u64,
+}
+
+impl std::fmt::Display for SearchExplain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "VectorTopK strategy={}{} rows={} estimate={} ({})",
+            self.strategy,
+            if self.forced { " (forced)" } else { "" },
+            self.rows,
+            self.estimate,
+            self.estimated_by
+        )?;
+        for (s, c) in &self.costs {
+            match c {
+                Some(c) => writeln!(f, "  cost {s}={c:.0}")?,
+                None => writeln!(f, "  cost {s}=n/a")?,
+            }
+        }
+        write!(
+            f,
+            "  ran: rows_scanned={} docs_checked={} heap_pushes={}",
+            self.rows_scanned, self.docs_checked, self.heap_pushes
+        )
+    }
+}
+
+/// Relative costs, in units of one row scanned (a distance on `dim` floats
+/// read sequentially). Calibrated by `benches/vectors.rs` (`calibrate/*`) on a
+/// 2-core machine at dim 384; documented in BENCHMARKS.md.
+#[derive(Debug, Clone, Copy)]
+pub struct CostModel {
+    /// One document read and checked against the filter.
+    pub doc_check: f64,
+    /// One index key read plus its row lookup.
+    pub candidate: f64,
+    /// One row skipped by a bitmap test.
+    pub mask_skip: f64,
+}
+
+impl CostModel {
+    /// The calibrated defaults, scaled for the field's dimension (a distance
+    /// costs in proportion to `dim`; the other steps do not).
+    pub fn for_dim(dim: usize) -> Self {
+        let scale = 384.0 / dim.max(1) as f64;
+        Self { doc_check: 12.0 * scale, candidate: 3.0 * scale, mask_skip: 0.02 * scale }
+    }
+
+    /// Expected filter checks of a lazy scan keeping `k` of `n` rows when a
+    /// fraction `s` match: the first `k / s` rows are all checked, then a row
+    /// is checked only if it enters the heap (harmonic decay).
+    pub fn lazy_checks(n: f64, s: f64, k: f64) -> f64 {
+        if s <= 0.0 {
+            return n;
+        }
+        let fill = (k / s).min(n);
+        let rest = if n > fill { k / s * (n / fill).ln() } else { 0.0 };
+        (fill + rest).min(n)
+    }
+}
+
+/// Rows of the view that hold the documents with these keys.
+fn rows_of(view: &CacheView, keys: &[Vec<u8>]) -> Vec<RowId> {
+    keys.iter().filter_map(|k| view.row_of(k)).collect()
+}
+
+fn in_parts(key: &[u8], parts: &[Part]) -> bool {
+    parts.iter().any(|p| key.starts_with(p.as_bytes()))
+}
+
+struct Checker<'a, 'r> {
+    read: &'a CollectionRead<'r>,
+    filter: Option<&'a Filter>,
+    parts: &'a [Part],
+    partitioned: bool,
+    checked: AtomicU64,
+}
+
+impl Checker<'_, '_> {
+    /// Whether the document with key `key` is in the partitions and matches.
+    fn accepts(&self, key: &[u8]) -> bool {
+        if self.partitioned && !in_parts(key, self.parts) {
+            return false;
+        }
+        let Some(filter) = self.filter else { return true };
+        self.checked.fetch_add(1, Ordering::Relaxed);
+        match self.read.get_keys(&[key]) {
+            Ok(mut docs) => match docs.pop().flatten() {
+                Some(doc) => doc.raw().is_ok_and(|raw| filter.matches(raw)),
+                None => false,
+            },
+            Err(e) => {
+                log::error!("search filter: reading {}: {e}", slate_core::KeyDisplay(key));
+                false
+            }
+        }
+    }
+
+    fn accepts_doc(&self, doc: &RawDoc<'_>) -> bool {
+        self.checked.fetch_add(1, Ordering::Relaxed);
+        match self.filter {
+            None => true,
+            Some(f) => doc.raw().is_ok_and(|raw| f.matches(raw)),
+        }
+    }
+}
+
+/// Runs a search; returns the hits nearest first and what it did.
+pub fn search(read: &CollectionRead<'_>, parts: &[Part], spec: &SearchSpec) -> Result<(Vec<SearchHit>, SearchExplain)> {
+    let view = read.vectors(&spec.field)?;
+    if spec.k == 0 {
+        return Err(slate_vector::Error::ZeroK.into());
+    }
+    slate_vector::check_vector(&spec.query, view.dim())
+        .map_err(|source| slate_vector::Error::InvalidQuery { index: 0, source })?;
+    let partitioned = read.config().partition_key.is_some();
+    let checker = Checker { read, filter: spec.filter.as_ref(), parts, partitioned, checked: AtomicU64::new(0) };
+    let rows = view.len() as u64;
+    let mut explain = SearchExplain { rows, estimate: rows, estimated_by: "none", ..Default::default() };
+
+    // The ID tier: index candidates, when an index can narrow the filter.
+    let source = match &spec.filter {
+        Some(filter) => {
+            let find = FindSpec { filter: Some(filter.clone()), ..Default::default() };
+            Some(plan_find(read, parts, &find)?.source)
+        }
+        None => None,
+    };
+    let indexed = source.as_ref().is_some_and(Source::uses_index);
+    let selectivity = match (&spec.filter, &source) {
+        (None, _) => 1.0,
+        (Some(_), Some(s)) if s.uses_index() => {
+            explain.estimated_by = "index";
+            (s.estimate() as f64 / rows.max(1) as f64).min(1.0)
+        }
+        (Some(_), _) => {
+            explain.estimated_by = "sample";
+            sample_selectivity(&view, &checker)
+        }
+    };
+    checker.checked.store(0, Ordering::Relaxed);
+    explain.estimate = (selectivity * rows as f64).round() as u64;
+
+    let model = CostModel::for_dim(view.dim());
+    let n = rows as f64;
+    let k = spec.k as f64;
+    let m = explain.estimate as f64;
+    let cand = source.as_ref().filter(|s| s.uses_index()).map_or(n, |s| s.estimate() as f64);
+    let s = selectivity.max(1.0 / n.max(1.0));
+    let lazy_cost = |base_rows: f64, rel: f64| CostModel::lazy_checks(base_rows, rel, k) * model.doc_check;
+    let scan_cost = if spec.filter.is_some() { n + lazy_cost(n, s) } else { n };
+    let gather_cost = if spec.filter.is_none() {
+        None
+    } else if indexed {
+        // Candidates, their distances, then verification nearest first.
+        Some(cand * (model.candidate + 1.0) + (k * cand / m.max(1.0)).min(cand) * model.doc_check)
+    } else {
+        // No index: the raw tier reads every document to find the matches.
+        Some(n * model.doc_check + m)
+    };
+    let bitmap_cost = if indexed {
+        Some(cand * model.candidate + n * model.mask_skip + cand + lazy_cost(cand, (m / cand.max(1.0)).min(1.0)))
+    } else {
+        None
+    };
+    explain.costs = vec![
+        (Strategy::Gather, gather_cost),
+        (Strategy::Scan, Some(scan_cost)),
+        (Strategy::Bitmap, bitmap_cost),
+    ];
+    let strategy = match spec.strategy {
+        Strategy::Auto if spec.filter.is_none() => Strategy::Scan,
+        Strategy::Auto => {
+            let mut best = (Strategy::Scan, scan_cost);
+            for (st, c) in &explain.costs {
+                if let Some(c) = c {
+                    if *c < best.1 {
+                        best = (*st, *c);
+                    }
+                }
+            }
+            best.0
+        }
+        forced => {
+            explain.forced = true;
+            forced
+        }
+    };
+    explain.strategy = strategy;
+
+    let hits = match strategy {
+        Strategy::Scan | Strategy::Auto => {
+            if spec.filter.is_none() && !partitioned {
+                explain.rows_scanned = rows;
+                view.search(&spec.query, spec.k, spec.threads)?
+            } else {
+                let pred = |_: RowId, key: &[u8]| checker.accepts(key);
+                let (hits, stats) = view.search_lazy(&spec.query, spec.k, spec.threads, &pred)?;
+                explain.rows_scanned = stats.rows_scanned;
+                explain.heap_pushes = stats.heap_pushes;
+                hits
+            }
+        }
+        Strategy::Gather => {
+            let keys = candidate_keys(read, parts, source.as_ref(), &checker)?;
+            let cand_rows = rows_of(&view, &keys);
+            explain.rows_scanned = cand_rows.len() as u64;
+            // Every candidate, nearest first; then verify until k pass.
+            let ordered = if cand_rows.is_empty() {
+                Vec::new()
+            } else {
+                view.search_rows(&spec.query, cand_rows.len(), &cand_rows)?
+            };
+            let verified = !indexed; // raw-tier candidates are already checked
+            let mut out = Vec::with_capacity(spec.k);
+            for hit in ordered {
+                if out.len() == spec.k {
+                    break;
+                }
+                if verified || checker.accepts(&hit.id) {
+                    out.push(hit);
+                }
+            }
+            out
+        }
+        Strategy::Bitmap => {
+            let Some(source) = source.as_ref().filter(|s| s.uses_index()) else {
+                return Err(Error::InvalidQuery {
+                    reason: "the bitmap strategy needs a filter an index can narrow".into(),
+                });
+            };
+            let keys = source_keys(read, parts, source)?;
+            let mut mask = RowMask::new(view.row_count());
+            for row in rows_of(&view, &keys) {
+                mask.set(row);
+            }
+            let pred = |_: RowId, key: &[u8]| checker.accepts(key);
+            let (hits, stats) = view.search_mask_lazy(&spec.query, spec.k, spec.threads, &mask, &pred)?;
+            explain.rows_scanned = stats.rows_scanned;
+            explain.heap_pushes = stats.heap_pushes;
+            hits
+        }
+    };
+    explain.docs_checked += checker.checked.load(Ordering::Relaxed);
+    let out = materialize_hits(read, &hits, spec.projection.as_deref())?;
+    Ok((out, explain))
+}
+
+/// The candidate document keys for Gather: from the index, or (no index) by
+/// reading every document of the partitions and keeping the matches.
+fn candidate_keys(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    source: Option<&Source>,
+    checker: &Checker<'_, '_>,
+) -> Result<Vec<Vec<u8>>> {
+    if let Some(source) = source.filter(|s| s.uses_index()) {
+        return source_keys(read, parts, source);
+    }
+    let mut out = Vec::new();
+    for part in parts {
+        for doc in read.scan(part)? {
+            let doc = doc?;
+            if checker.accepts_doc(&doc) {
+                out.push(doc.key.into_owned());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Estimates the filter's selectivity from up to 256 rows spread evenly over
+/// the cache (their documents are read and checked).
+fn sample_selectivity(view: &CacheView, checker: &Checker<'_, '_>) -> f64 {
+    let total = view.len();
+    if total == 0 {
+        return 0.0;
+    }
+    let want = 256.min(total);
+    let stride = (total / want).max(1);
+    let mut seen = 0usize;
+    let mut hit = 0usize;
+    for (i, row) in view.rows().enumerate() {
+        if i % stride != 0 {
+            continue;
+        }
+        if let Some(key) = view.id(row) {
+            seen += 1;
+            if checker.accepts(key) {
+                hit += 1;
+            }
+        }
+        if seen == want {
+            break;
+        }
+    }
+    // Add-one smoothing: a sample with no match does not claim zero matches.
+    (hit as f64 + 0.5) / (seen as f64 + 1.0)
+}
+
+/// Reads the hit documents (one batched read) and projects them.
+pub fn materialize_hits(read: &CollectionRead<'_>, hits: &[Hit], projection: Option<&[String]>) -> Result<Vec<SearchHit>> {
+    let keys: Vec<&[u8]> = hits.iter().map(|h| &*h.id).collect();
+    let docs = read.get_keys(&keys)?;
+    let empty: [String; 0] = [];
+    let fields = projection.unwrap_or(&empty);
+    let mut out = Vec::with_capacity(hits.len());
+    let mut seen = HashSet::new();
+    for (hit, doc) in hits.iter().zip(docs) {
+        let Some(doc) = doc else { continue };
+        if !seen.insert(hit.id.clone()) {
+            continue;
+        }
+        let projected = read.materialize(&doc, Some(fields))?;
+        let id = projected.get("_id").cloned().unwrap_or(Bson::Null);
+        out.push(SearchHit { id, distance: hit.distance, doc: projected });
+    }
+    Ok(out)
+}
+
+/// Many unfiltered queries (`n × dim` floats) in one blocked pass.
+pub fn search_batch(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    field: &str,
+    queries: &[f32],
+    k: usize,
+    threads: usize,
+    projection: Option<&[String]>,
+) -> Result<Vec<Vec<SearchHit>>> {
+    let view = read.vectors(field)?;
+    if read.config().partition_key.is_some() {
+        // Partition scoping needs a per-row check: run the queries one by one.
+        let dim = view.dim().max(1);
+        return queries
+            .chunks(dim)
+            .map(|q| {
+                let spec = SearchSpec {
+                    field: field.to_owned(),
+                    query: q.to_vec(),
+                    k,
+                    projection: projection.map(<[String]>::to_vec),
+                    threads,
+                    ..Default::default()
+                };
+                search(read, parts, &spec).map(|(h, _)| h)
+            })
+            .collect();
+    }
+    let all = view.search_batch(queries, k, threads)?;
+    all.iter().map(|hits| materialize_hits(read, hits, projection)).collect()
+}

@@ -1,0 +1,96 @@
+//! `slate search`: vector queries from a file, one JSON line per query.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use slate::{Collection, SearchHit, Strategy};
+
+use super::load::read_vectors;
+use super::CliError;
+
+/// Options of one `slate search` run.
+pub struct SearchRun {
+    pub field: String,
+    pub queries: PathBuf,
+    pub k: usize,
+    pub filter: bson::Document,
+    pub projection: Option<Vec<String>>,
+    pub threads: usize,
+    pub batch: bool,
+    pub strategy: Strategy,
+    pub explain: bool,
+}
+
+fn hit_json(hit: &SearchHit) -> Value {
+    let mut obj = serde_json::Map::new();
+    obj.insert("_id".into(), hit.id.clone().into_relaxed_extjson());
+    obj.insert("distance".into(), json!(hit.distance));
+    for (k, v) in &hit.doc {
+        if k != "_id" {
+            obj.insert(k.clone(), v.clone().into_relaxed_extjson());
+        }
+    }
+    Value::Object(obj)
+}
+
+fn effective_threads(threads: usize) -> usize {
+    if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    }
+}
+
+pub fn run(coll: &Collection, run: &SearchRun) -> Result<(), CliError> {
+    let config = coll.config()?;
+    let field = config.vector_field(&run.field).ok_or_else(|| {
+        CliError::Usage(format!("collection {:?} has no vector field {:?}", config.name, run.field))
+    })?;
+    let queries = read_vectors(&run.queries, Some(field.dim))?;
+    let n = queries.len();
+    if run.batch && !run.filter.is_empty() {
+        return Err(CliError::Usage("--batch runs unfiltered queries; drop --filter or --batch".into()));
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let write_err = |e| CliError::io(Path::new("<stdout>"), e);
+    let start = Instant::now();
+    if run.batch {
+        let all = coll.search_batch(&run.field, &queries.rows, run.k, run.threads, run.projection.as_deref())?;
+        let micros = start.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64;
+        for (i, hits) in all.iter().enumerate() {
+            let line = json!({ "query": i, "hits": hits.iter().map(hit_json).collect::<Vec<_>>(), "micros": micros });
+            writeln!(out, "{line}").map_err(write_err)?;
+        }
+    } else {
+        for i in 0..n {
+            let mut search = coll
+                .search(&run.field, queries.row(i))
+                .k(run.k)
+                .threads(run.threads)
+                .strategy(run.strategy)
+                .filter(run.filter.clone());
+            if let Some(p) = &run.projection {
+                search = search.project(p.clone());
+            }
+            let t = Instant::now();
+            let (hits, explain) = search.explain()?;
+            let micros = t.elapsed().as_secs_f64() * 1e6;
+            let mut line = json!({ "query": i, "hits": hits.iter().map(hit_json).collect::<Vec<_>>(), "micros": micros });
+            if run.explain {
+                line["explain"] = json!(explain.to_string());
+            }
+            writeln!(out, "{line}").map_err(write_err)?;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let summary = json!({ "summary": {
+        "queries": n,
+        "qps": n as f64 / secs.max(1e-9),
+        "threads": effective_threads(run.threads),
+    }});
+    writeln!(out, "{summary}").map_err(write_err)?;
+    out.flush().map_err(write_err)
+}

@@ -1,0 +1,99 @@
+//! `Search`: the vector search builder, plain, filtered and batched.
+
+use bson::Document;
+use slate_query::{SearchExplain, SearchHit, SearchSpec, Strategy};
+
+use crate::{Collection, Result};
+
+/// A vector search being built; runs on `run` or `explain`.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Search<'c> {
+    coll: &'c Collection,
+    spec: SearchSpec,
+    filter: Document,
+}
+
+impl<'c> Search<'c> {
+    pub(crate) fn new(coll: &'c Collection, field: &str, query: &[f32]) -> Self {
+        let spec = SearchSpec { field: field.to_owned(), query: query.to_vec(), k: 10, ..Default::default() };
+        Self { coll, spec, filter: Document::new() }
+    }
+
+    /// How many hits at most. Default 10.
+    pub fn k(mut self, k: usize) -> Self {
+        self.spec.k = k;
+        self
+    }
+
+    /// Only documents matching `filter` (the filter language of `find`).
+    /// Default: every document with a vector.
+    pub fn filter(mut self, filter: Document) -> Self {
+        self.filter = filter;
+        self
+    }
+
+    /// Fields returned with each hit besides `_id`. Default: none.
+    pub fn project<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        self.spec.projection = Some(fields.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Forces a strategy (tests and benchmarks). Default `Strategy::Auto`.
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.spec.strategy = strategy;
+        self
+    }
+
+    /// Threads for the scan: 0 (default) the shared pool, 1 the calling
+    /// thread, n a pool of n.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.spec.threads = threads;
+        self
+    }
+
+    /// Runs the search and returns what it did too.
+    pub fn explain(mut self) -> Result<(Vec<SearchHit>, SearchExplain)> {
+        if !self.filter.is_empty() {
+            self.spec.filter = Some(slate_query::Filter::parse(&self.filter)?);
+        }
+        let txn = self.coll.db.inner.read();
+        let read = txn.collection(&self.coll.name)?;
+        let parts = self.coll.parts(&read)?;
+        Ok(slate_query::search(&read, &parts, &self.spec)?)
+    }
+
+    /// The hits, nearest first (ties: smaller `_id` key first).
+    pub fn run(self) -> Result<Vec<SearchHit>> {
+        Ok(self.explain()?.0)
+    }
+}
+
+impl Collection {
+    /// The nearest documents to `query` by vector field `field`.
+    pub fn search<'c>(&'c self, field: &str, query: &[f32]) -> Search<'c> {
+        Search::new(self, field, query)
+    }
+
+    /// Many unfiltered searches in one blocked pass over the vectors:
+    /// `queries` holds `n × dim` floats, row-major.
+    pub fn search_batch(
+        &self,
+        field: &str,
+        queries: &[f32],
+        k: usize,
+        threads: usize,
+        projection: Option<&[String]>,
+    ) -> Result<Vec<Vec<SearchHit>>> {
+        let txn = self.db.inner.read();
+        let read = txn.collection(&self.name)?;
+        let parts = self.parts(&read)?;
+        Ok(slate_query::search_batch(&read, &parts, field, queries, k, threads, projection)?)
+    }
+
+    /// Bytes held by this collection's vector caches.
+    pub fn vector_memory_bytes(&self) -> Result<usize> {
+        let txn = self.db.inner.read();
+        Ok(txn.collection(&self.name)?.vector_memory_bytes())
+    }
+}
