@@ -12,7 +12,10 @@ use slate::core::{begin_write, Direction, MemoryStore, RocksStore, Store};
 const VALUE_BYTES: usize = 10 * 1024;
 
 fn n() -> usize {
-    std::env::var("SLATE_BENCH_STORE_N").ok().and_then(|v| v.parse().ok()).unwrap_or(5_000)
+    std::env::var("SLATE_BENCH_STORE_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5_000)
 }
 
 fn key(i: usize) -> Vec<u8> {
@@ -53,7 +56,10 @@ fn write_all(store: &dyn Store, n: usize) {
 fn bench_store(c: &mut Criterion) {
     let n = n();
     let mut group = c.benchmark_group("store");
-    group.sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5))
+        .warm_up_time(Duration::from_secs(1));
     group.throughput(Throughput::Elements(n as u64));
     for backend in ["memory", "rocks"] {
         group.bench_function(format!("write/{backend}/{n} x 10KB"), |b| {

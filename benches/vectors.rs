@@ -56,20 +56,33 @@ fn search(c: &mut Criterion) {
         let cache = VectorCache::new(dim, Metric::L2).expect("cache");
         let data = rows(n, dim, 7);
         let ids: Vec<Vec<u8>> = (0..n as u64).map(|i| i.to_be_bytes().to_vec()).collect();
-        cache.load(ids.iter().zip(data.chunks_exact(dim)), 1).expect("load");
+        cache
+            .load(ids.iter().zip(data.chunks_exact(dim)), 1)
+            .expect("load");
         let view = cache.view(1).expect("view");
         let queries = rows(64, dim, 11);
         let mut group = c.benchmark_group("search");
-        group.sample_size(10).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+        group
+            .sample_size(10)
+            .measurement_time(Duration::from_secs(3))
+            .warm_up_time(Duration::from_secs(1));
         for threads in [1usize, 2] {
             group.throughput(Throughput::Bytes((n * dim * 4) as u64));
-            group.bench_function(BenchmarkId::new(format!("exact/{n}x{dim}/k=10/single"), format!("threads={threads}")), |b| {
-                b.iter(|| black_box(view.search(&queries[..dim], 10, threads).expect("search")))
-            });
+            group.bench_function(
+                BenchmarkId::new(
+                    format!("exact/{n}x{dim}/k=10/single"),
+                    format!("threads={threads}"),
+                ),
+                |b| b.iter(|| black_box(view.search(&queries[..dim], 10, threads).expect("search"))),
+            );
             group.throughput(Throughput::Bytes((n * dim * 4 * 64) as u64));
-            group.bench_function(BenchmarkId::new(format!("exact/{n}x{dim}/k=10/batch64"), format!("threads={threads}")), |b| {
-                b.iter(|| black_box(view.search_batch(&queries, 10, threads).expect("batch")))
-            });
+            group.bench_function(
+                BenchmarkId::new(
+                    format!("exact/{n}x{dim}/k=10/batch64"),
+                    format!("threads={threads}"),
+                ),
+                |b| b.iter(|| black_box(view.search_batch(&queries, 10, threads).expect("batch"))),
+            );
         }
         group.finish();
     }

@@ -17,7 +17,11 @@ pub struct Collection {
 
 impl Collection {
     pub(crate) fn new(db: Db, name: String) -> Self {
-        Self { db, name, partitions: None }
+        Self {
+            db,
+            name,
+            partitions: None,
+        }
     }
 
     /// The collection's name.
@@ -37,7 +41,11 @@ impl Collection {
 
     /// This collection scoped to several partitions.
     pub fn partitions(&self, values: Vec<Bson>) -> Collection {
-        Collection { db: self.db.clone(), name: self.name.clone(), partitions: Some(values) }
+        Collection {
+            db: self.db.clone(),
+            name: self.name.clone(),
+            partitions: Some(values),
+        }
     }
 
     /// The partitions this handle addresses, encoded.
@@ -103,11 +111,10 @@ impl Collection {
         let found = read.get_keys(&refs)?;
         let mut out = Vec::with_capacity(ids.len());
         for per_id in found.chunks(parts.len().max(1)) {
-            let mut doc = None;
-            for raw in per_id.iter().flatten() {
-                doc = Some(read.materialize_full(raw)?);
-                break;
-            }
+            let doc = match per_id.iter().flatten().next() {
+                Some(raw) => Some(read.materialize_full(raw)?),
+                None => None,
+            };
             out.push(doc);
         }
         Ok(out)

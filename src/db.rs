@@ -25,23 +25,31 @@ impl DbBuilder {
     /// acknowledged write survives power loss. `false` keeps it across a
     /// process crash only.
     pub fn sync(self, sync: bool) -> Self {
-        Self { store: self.store.sync(sync) }
+        Self {
+            store: self.store.sync(sync),
+        }
     }
 
     /// RocksDB block cache size. Default 64 MiB.
     pub fn block_cache_bytes(self, bytes: usize) -> Self {
-        Self { store: self.store.block_cache_bytes(bytes) }
+        Self {
+            store: self.store.block_cache_bytes(bytes),
+        }
     }
 
     /// Whether to create the database when the directory has none. Default `true`.
     pub fn create_if_missing(self, create: bool) -> Self {
-        Self { store: self.store.create_if_missing(create) }
+        Self {
+            store: self.store.create_if_missing(create),
+        }
     }
 
     /// Opens the database, rebuilding vector caches from disk.
     pub fn open(self) -> Result<Db> {
         let store = self.store.open()?;
-        Ok(Db { inner: Arc::new(Database::open(Arc::new(store))?) })
+        Ok(Db {
+            inner: Arc::new(Database::open(Arc::new(store))?),
+        })
     }
 }
 
@@ -54,7 +62,9 @@ impl Db {
 
     /// Options for opening the database in `path`.
     pub fn builder(path: impl AsRef<Path>) -> DbBuilder {
-        DbBuilder { store: RocksStore::builder(path) }
+        DbBuilder {
+            store: RocksStore::builder(path),
+        }
     }
 
     /// A database held in memory only.

@@ -19,7 +19,14 @@ pub struct Find<'c> {
 
 impl<'c> Find<'c> {
     pub(crate) fn new(coll: &'c Collection, filter: Document) -> Self {
-        Self { coll, filter, sort: Vec::new(), skip: 0, limit: None, projection: None }
+        Self {
+            coll,
+            filter,
+            sort: Vec::new(),
+            skip: 0,
+            limit: None,
+            projection: None,
+        }
     }
 
     /// Adds a sort field: `"field"` ascending or `"field:desc"`. Default: key order.
@@ -47,14 +54,29 @@ impl<'c> Find<'c> {
     }
 
     fn spec(&self) -> Result<FindSpec> {
-        let filter = if self.filter.is_empty() { None } else { Some(slate_query::Filter::parse(&self.filter)?) };
+        let filter = if self.filter.is_empty() {
+            None
+        } else {
+            Some(slate_query::Filter::parse(&self.filter)?)
+        };
         let sort = self
             .sort
             .iter()
             .map(|s| SortField::parse(s).map_err(|reason| slate_query::Error::InvalidQuery { reason }))
             .collect::<Result<Vec<_>, _>>()?;
-        let filter_text = filter.as_ref().map(|_| bson::Bson::Document(self.filter.clone()).into_relaxed_extjson().to_string());
-        Ok(FindSpec { filter, sort, skip: self.skip, limit: self.limit, projection: self.projection.clone(), filter_text })
+        let filter_text = filter.as_ref().map(|_| {
+            bson::Bson::Document(self.filter.clone())
+                .into_relaxed_extjson()
+                .to_string()
+        });
+        Ok(FindSpec {
+            filter,
+            sort,
+            skip: self.skip,
+            limit: self.limit,
+            projection: self.projection.clone(),
+            filter_text,
+        })
     }
 
     /// Runs the query lazily: documents are read, filtered and materialised

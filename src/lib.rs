@@ -39,10 +39,10 @@ pub use db::{Db, DbBuilder};
 pub use error::{Error, Result};
 pub use find::Find;
 pub use search::Search;
-pub use slate_query::{SearchExplain, SearchHit, Strategy};
 pub use slate_core as core;
 pub use slate_core::{CollectionConfig, Metric};
 pub use slate_query as query;
+pub use slate_query::{SearchExplain, SearchHit, Strategy};
 pub use slate_vector as vector;
 pub use txn::{Transaction, UpdateResult};
 

@@ -16,8 +16,17 @@ pub struct Search<'c> {
 
 impl<'c> Search<'c> {
     pub(crate) fn new(coll: &'c Collection, field: &str, query: &[f32]) -> Self {
-        let spec = SearchSpec { field: field.to_owned(), query: query.to_vec(), k: 10, ..Default::default() };
-        Self { coll, spec, filter: Document::new() }
+        let spec = SearchSpec {
+            field: field.to_owned(),
+            query: query.to_vec(),
+            k: 10,
+            ..Default::default()
+        };
+        Self {
+            coll,
+            spec,
+            filter: Document::new(),
+        }
     }
 
     /// How many hits at most. Default 10.
@@ -88,7 +97,9 @@ impl Collection {
         let txn = self.db.inner.read();
         let read = txn.collection(&self.name)?;
         let parts = self.parts(&read)?;
-        Ok(slate_query::search_batch(&read, &parts, field, queries, k, threads, projection)?)
+        Ok(slate_query::search_batch(
+            &read, &parts, field, queries, k, threads, projection,
+        )?)
     }
 
     /// Bytes held by this collection's vector caches.

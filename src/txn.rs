@@ -34,9 +34,28 @@ fn parse_filter(filter: &Document) -> Result<Option<Filter>> {
     }
 }
 
+/// The document a replacement upsert inserts: without an `_id` of its own it
+/// takes the filter's `_id` equality, if any (as in MongoDB).
+fn with_filter_id(filter: &Document, doc: Document) -> Document {
+    if doc.contains_key("_id") {
+        return doc;
+    }
+    match slate_query::equality_seed(filter).remove("_id") {
+        Some(id) => {
+            let mut out = Document::new();
+            out.insert("_id", id);
+            out.extend(doc);
+            out
+        }
+        None => doc,
+    }
+}
+
 impl<'db> Transaction<'db> {
     pub(crate) fn new(db: &'db slate_core::Database) -> Result<Self> {
-        Ok(Self { inner: db.begin_write()? })
+        Ok(Self {
+            inner: db.begin_write()?,
+        })
     }
 
     /// The core transaction underneath.
@@ -51,7 +70,11 @@ impl<'db> Transaction<'db> {
 
     /// Inserts several documents; on the first failure the transaction should
     /// be dropped (the facade's `insert_many` does so, writing nothing).
-    pub fn insert_many(&mut self, collection: &str, docs: impl IntoIterator<Item = Document>) -> Result<Vec<Bson>> {
+    pub fn insert_many(
+        &mut self,
+        collection: &str,
+        docs: impl IntoIterator<Item = Document>,
+    ) -> Result<Vec<Bson>> {
         docs.into_iter().map(|d| self.insert(collection, d)).collect()
     }
 
@@ -61,7 +84,13 @@ impl<'db> Transaction<'db> {
     }
 
     /// Keys of the documents matching `filter` in `parts`, at most `limit`.
-    fn matches(&self, collection: &str, parts: &[Part], filter: &Document, limit: Option<usize>) -> Result<Vec<Vec<u8>>> {
+    fn matches(
+        &self,
+        collection: &str,
+        parts: &[Part],
+        filter: &Document,
+        limit: Option<usize>,
+    ) -> Result<Vec<Vec<u8>>> {
         let filter = parse_filter(filter)?;
         let read = self.inner.collection(collection)?;
         Ok(matching_keys(&read, parts, filter.as_ref(), limit)?)
@@ -81,10 +110,15 @@ impl<'db> Transaction<'db> {
     ) -> Result<UpdateResult> {
         let update = Update::parse(update)?;
         let keys = self.matches(collection, parts, filter, if many { None } else { Some(1) })?;
-        let mut result = UpdateResult { matched: keys.len() as u64, ..Default::default() };
+        let mut result = UpdateResult {
+            matched: keys.len() as u64,
+            ..Default::default()
+        };
         for key in &keys {
             let read = self.inner.collection(collection)?;
-            let Some(raw) = read.get_keys(&[key.as_slice()])?.into_iter().flatten().next() else { continue };
+            let Some(raw) = read.get_keys(&[key.as_slice()])?.into_iter().flatten().next() else {
+                continue;
+            };
             let old = read.materialize_full(&raw)?;
             drop(raw);
             drop(read);
@@ -103,7 +137,8 @@ impl<'db> Transaction<'db> {
     }
 
     /// Replaces the first document matching `filter` by `doc`; with `upsert`,
-    /// inserts `doc` when nothing matches.
+    /// inserts `doc` when nothing matches (with the filter's `_id` equality, if
+    /// any, when `doc` has no `_id`).
     pub fn replace_one(
         &mut self,
         collection: &str,
@@ -113,15 +148,18 @@ impl<'db> Transaction<'db> {
         upsert: bool,
     ) -> Result<UpdateResult> {
         let keys = self.matches(collection, parts, filter, Some(1))?;
-        let mut result = UpdateResult { matched: keys.len() as u64, ..Default::default() };
-        match keys.first() {
-            Some(key) => {
-                if self.inner.replace_key(collection, key, doc)? {
-                    result.modified = 1;
-                }
+        let mut result = UpdateResult {
+            matched: keys.len() as u64,
+            ..Default::default()
+        };
+        let Some(key) = keys.first() else {
+            if upsert {
+                result.upserted_id = Some(self.insert(collection, with_filter_id(filter, doc))?);
             }
-            None if upsert => result.upserted_id = Some(self.insert(collection, doc)?),
-            None => {}
+            return Ok(result);
+        };
+        if self.inner.replace_key(collection, key, doc)? {
+            result.modified = 1;
         }
         Ok(result)
     }

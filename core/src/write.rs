@@ -311,25 +311,30 @@ impl<'db> WriteTxn<'db> {
         mut doc: Document,
     ) -> Result<bool> {
         let collection = &config.name;
-        match doc.get("_id") {
-            None => {
-                let mut with_id = Document::new();
-                with_id.insert("_id", id.clone());
-                with_id.extend(doc);
-                doc = with_id;
-            }
-            Some(other) if encode_id(other).ok().as_deref() != Some(id_enc) => {
+        if let Some(other) = doc.get("_id") {
+            if encode_id(other).ok().as_deref() != Some(id_enc) {
                 return Err(Error::InvalidDocument {
                     collection: collection.clone(),
                     id: show(id),
                     reason: format!("a replacement cannot change _id (to {})", show(other)),
                 });
             }
-            Some(_) => {}
         }
         let Some(old) = self.load_old(config, part, id_enc)? else {
             return Ok(false);
         };
+        if !doc.contains_key("_id") {
+            // The stored _id keeps its type (an int32 and an int64 id share one key).
+            let kept = if old.id == Bson::Null {
+                id.clone()
+            } else {
+                old.id.clone()
+            };
+            let mut with_id = Document::new();
+            with_id.insert("_id", kept);
+            with_id.extend(doc);
+            doc = with_id;
+        }
         let p = self.prepare(config, doc)?;
         if p.part != part {
             return Err(Error::InvalidDocument {

@@ -166,7 +166,11 @@ impl CostModel {
     /// costs in proportion to `dim`; the other steps do not).
     pub fn for_dim(dim: usize) -> Self {
         let scale = 384.0 / dim.max(1) as f64;
-        Self { doc_check: 12.0 * scale, candidate: 3.0 * scale, mask_skip: 0.02 * scale }
+        Self {
+            doc_check: 12.0 * scale,
+            candidate: 3.0 * scale,
+            mask_skip: 0.02 * scale,
+        }
     }
 
     /// Expected filter checks of a lazy scan keeping `k` of `n` rows when a
@@ -229,7 +233,11 @@ impl Checker<'_, '_> {
 }
 
 /// Runs a search; returns the hits nearest first and what it did.
-pub fn search(read: &CollectionRead<'_>, parts: &[Part], spec: &SearchSpec) -> Result<(Vec<SearchHit>, SearchExplain)> {
+pub fn search(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    spec: &SearchSpec,
+) -> Result<(Vec<SearchHit>, SearchExplain)> {
     let view = read.vectors(&spec.field)?;
     if spec.k == 0 {
         return Err(slate_vector::Error::ZeroK.into());
@@ -237,15 +245,35 @@ pub fn search(read: &CollectionRead<'_>, parts: &[Part], spec: &SearchSpec) -> R
     slate_vector::check_vector(&spec.query, view.dim())
         .map_err(|source| slate_vector::Error::InvalidQuery { index: 0, source })?;
     let partitioned = read.config().partition_key.is_some();
-    let checker = Checker { read, filter: spec.filter.as_ref(), parts, partitioned, checked: AtomicU64::new(0) };
+    let checker = Checker {
+        read,
+        filter: spec.filter.as_ref(),
+        parts,
+        partitioned,
+        checked: AtomicU64::new(0),
+    };
     let rows = view.len() as u64;
-    let mut explain = SearchExplain { rows, estimate: rows, estimated_by: "none", ..Default::default() };
+    let mut explain = SearchExplain {
+        rows,
+        estimate: rows,
+        estimated_by: "none",
+        ..Default::default()
+    };
 
     // The ID tier: index candidates, when an index can narrow the filter.
     let source = match &spec.filter {
         Some(filter) => {
-            let find = FindSpec { filter: Some(filter.clone()), ..Default::default() };
-            Some(plan_find(read, parts, &find)?.source)
+            let find = FindSpec {
+                filter: Some(filter.clone()),
+                ..Default::default()
+            };
+            let planned = plan_find(read, parts, &find)?.source;
+            if planned.uses_index() {
+                Some(planned)
+            } else {
+                // Unselective for a find, but a bitmap scan can still use it.
+                Some(crate::plan::index_source(read, parts, filter)?.unwrap_or(planned))
+            }
         }
         None => None,
     };
@@ -268,10 +296,17 @@ pub fn search(read: &CollectionRead<'_>, parts: &[Part], spec: &SearchSpec) -> R
     let n = rows as f64;
     let k = spec.k as f64;
     let m = explain.estimate as f64;
-    let cand = source.as_ref().filter(|s| s.uses_index()).map_or(n, |s| s.estimate() as f64);
+    let cand = source
+        .as_ref()
+        .filter(|s| s.uses_index())
+        .map_or(n, |s| s.estimate() as f64);
     let s = selectivity.max(1.0 / n.max(1.0));
     let lazy_cost = |base_rows: f64, rel: f64| CostModel::lazy_checks(base_rows, rel, k) * model.doc_check;
-    let scan_cost = if spec.filter.is_some() { n + lazy_cost(n, s) } else { n };
+    let scan_cost = if spec.filter.is_some() {
+        n + lazy_cost(n, s)
+    } else {
+        n
+    };
     let gather_cost = if spec.filter.is_none() {
         None
     } else if indexed {
@@ -282,7 +317,12 @@ pub fn search(read: &CollectionRead<'_>, parts: &[Part], spec: &SearchSpec) -> R
         Some(n * model.doc_check + m)
     };
     let bitmap_cost = if indexed {
-        Some(cand * model.candidate + n * model.mask_skip + cand + lazy_cost(cand, (m / cand.max(1.0)).min(1.0)))
+        Some(
+            cand * model.candidate
+                + n * model.mask_skip
+                + cand
+                + lazy_cost(cand, (m / cand.max(1.0)).min(1.0)),
+        )
     } else {
         None
     };
@@ -422,7 +462,11 @@ fn sample_selectivity(view: &CacheView, checker: &Checker<'_, '_>) -> f64 {
 }
 
 /// Reads the hit documents (one batched read) and projects them.
-pub fn materialize_hits(read: &CollectionRead<'_>, hits: &[Hit], projection: Option<&[String]>) -> Result<Vec<SearchHit>> {
+pub fn materialize_hits(
+    read: &CollectionRead<'_>,
+    hits: &[Hit],
+    projection: Option<&[String]>,
+) -> Result<Vec<SearchHit>> {
     let keys: Vec<&[u8]> = hits.iter().map(|h| &*h.id).collect();
     let docs = read.get_keys(&keys)?;
     let empty: [String; 0] = [];
@@ -436,7 +480,11 @@ pub fn materialize_hits(read: &CollectionRead<'_>, hits: &[Hit], projection: Opt
         }
         let projected = read.materialize(&doc, Some(fields))?;
         let id = projected.get("_id").cloned().unwrap_or(Bson::Null);
-        out.push(SearchHit { id, distance: hit.distance, doc: projected });
+        out.push(SearchHit {
+            id,
+            distance: hit.distance,
+            doc: projected,
+        });
     }
     Ok(out)
 }
@@ -471,5 +519,7 @@ pub fn search_batch(
             .collect();
     }
     let all = view.search_batch(queries, k, threads)?;
-    all.iter().map(|hits| materialize_hits(read, hits, projection)).collect()
+    all.iter()
+        .map(|hits| materialize_hits(read, hits, projection))
+        .collect()
 }

@@ -24,13 +24,21 @@ pub enum UpdateError {
     BadOperand { op: String },
     /// An operand of the wrong type, e.g. `$inc` by a string.
     #[error("{op} on {path:?}: {reason}")]
-    BadValue { op: String, path: String, reason: String },
+    BadValue {
+        op: String,
+        path: String,
+        reason: String,
+    },
     /// The update would change `_id`.
     #[error("{op} cannot change _id")]
     ImmutableId { op: String },
     /// A path that conflicts with the document's shape.
     #[error("{op} on {path:?}: {reason}")]
-    PathConflict { op: String, path: String, reason: String },
+    PathConflict {
+        op: String,
+        path: String,
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -76,14 +84,22 @@ impl Update {
                 other if other.starts_with('$') => {
                     return Err(UpdateError::UnknownOperator { op: other.to_owned() })
                 }
-                other => return Err(UpdateError::NotAnOperator { field: other.to_owned() }),
+                other => {
+                    return Err(UpdateError::NotAnOperator {
+                        field: other.to_owned(),
+                    })
+                }
             };
             let Bson::Document(fields) = operand else {
-                return Err(UpdateError::BadOperand { op: op_name.to_owned() });
+                return Err(UpdateError::BadOperand {
+                    op: op_name.to_owned(),
+                });
             };
             for (path, value) in fields {
                 if path == "_id" || path.starts_with("_id.") {
-                    return Err(UpdateError::ImmutableId { op: op_name.to_owned() });
+                    return Err(UpdateError::ImmutableId {
+                        op: op_name.to_owned(),
+                    });
                 }
                 if path.is_empty() || path.split('.').any(str::is_empty) {
                     return Err(UpdateError::BadValue {
@@ -151,7 +167,9 @@ impl Update {
 
     /// The top-level fields the update touches (first path components).
     pub fn touched_roots(&self) -> impl Iterator<Item = &str> {
-        self.actions.iter().map(|(p, _, _)| p.split('.').next().unwrap_or(p))
+        self.actions
+            .iter()
+            .map(|(p, _, _)| p.split('.').next().unwrap_or(p))
     }
 
     /// A new document built from an upsert's equality filter fields plus this
@@ -162,16 +180,27 @@ impl Update {
 }
 
 fn pull_condition(path: &str, value: &Bson) -> Result<PullCond, UpdateError> {
-    let bad = |reason: String| UpdateError::BadValue { op: "$pull".into(), path: path.to_owned(), reason };
+    let bad = |reason: String| UpdateError::BadValue {
+        op: "$pull".into(),
+        path: path.to_owned(),
+        reason,
+    };
     match value {
         Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
             // A condition on the element itself: wrap it as {v: cond}.
-            let f = Filter::parse(&doc! { "v": Bson::Document(d.clone()) }).map_err(|e| bad(e.to_string()))?;
-            Ok(PullCond::Matches { filter: Box::new(f), wrapped: true })
+            let f =
+                Filter::parse(&doc! { "v": Bson::Document(d.clone()) }).map_err(|e| bad(e.to_string()))?;
+            Ok(PullCond::Matches {
+                filter: Box::new(f),
+                wrapped: true,
+            })
         }
         Bson::Document(d) => {
             let f = Filter::parse(d).map_err(|e| bad(e.to_string()))?;
-            Ok(PullCond::Matches { filter: Box::new(f), wrapped: false })
+            Ok(PullCond::Matches {
+                filter: Box::new(f),
+                wrapped: false,
+            })
         }
         v => Ok(PullCond::Equals(v.clone())),
     }
@@ -216,7 +245,9 @@ fn add_numbers(a: &Bson, b: &Bson) -> Option<Bson> {
             Some(s) => Bson::Int32(s),
             None => Bson::Int64(i64::from(*x) + i64::from(*y)),
         },
-        (Bson::Int32(x), Bson::Int64(y)) | (Bson::Int64(y), Bson::Int32(x)) => Bson::Int64(i64::from(*x).checked_add(*y)?),
+        (Bson::Int32(x), Bson::Int64(y)) | (Bson::Int64(y), Bson::Int32(x)) => {
+            Bson::Int64(i64::from(*x).checked_add(*y)?)
+        }
         (Bson::Int64(x), Bson::Int64(y)) => Bson::Int64(x.checked_add(*y)?),
         (Bson::Double(x), y) | (y, Bson::Double(x)) => Bson::Double(
             x + match y {
@@ -250,7 +281,11 @@ fn apply_one(doc: &mut Document, path: &str, op: &str, action: &Action) -> Resul
     let Some((parent, last)) = parent_mut(doc, path, op, create)? else {
         return Ok(());
     };
-    let conflict = |reason: String| UpdateError::PathConflict { op: op.to_owned(), path: path.to_owned(), reason };
+    let conflict = |reason: String| UpdateError::PathConflict {
+        op: op.to_owned(),
+        path: path.to_owned(),
+        reason,
+    };
     match action {
         Action::Set(v) => {
             parent.insert(last, v.clone());
@@ -261,8 +296,12 @@ fn apply_one(doc: &mut Document, path: &str, op: &str, action: &Action) -> Resul
         Action::Inc(by) => {
             let new = match parent.get(&last) {
                 None => by.clone(),
-                Some(cur) => add_numbers(cur, by)
-                    .ok_or_else(|| conflict(format!("cannot increment a {:?} (or it overflows)", cur.element_type())))?,
+                Some(cur) => add_numbers(cur, by).ok_or_else(|| {
+                    conflict(format!(
+                        "cannot increment a {:?} (or it overflows)",
+                        cur.element_type()
+                    ))
+                })?,
             };
             parent.insert(last, new);
         }

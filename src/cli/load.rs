@@ -45,30 +45,47 @@ pub fn read_vectors(path: &Path, dim: Option<usize>) -> Result<Vectors, CliError
                 .and_then(|s| s.try_into().ok())
                 .ok_or_else(|| bad(format!("row {row}: truncated header")))?;
             let d = i32::from_le_bytes(head);
-            let d = usize::try_from(d).ok().filter(|d| *d > 0).ok_or_else(|| bad(format!("row {row}: dimension {d}")))?;
+            let d = usize::try_from(d)
+                .ok()
+                .filter(|d| *d > 0)
+                .ok_or_else(|| bad(format!("row {row}: dimension {d}")))?;
             if *file_dim.get_or_insert(d) != d {
-                return Err(bad(format!("row {row} has dimension {d}, earlier rows {}", file_dim.unwrap_or(d))));
+                return Err(bad(format!(
+                    "row {row} has dimension {d}, earlier rows {}",
+                    file_dim.unwrap_or(d)
+                )));
             }
             let body = bytes
                 .get(at + 4..at + 4 + 4 * d)
                 .ok_or_else(|| bad(format!("row {row}: truncated after {} bytes", bytes.len() - at)))?;
-            rows.extend(body.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+            rows.extend(
+                body.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            );
             at += 4 + 4 * d;
             row += 1;
         }
         let file_dim = file_dim.unwrap_or(dim.unwrap_or(1));
         if let Some(want) = dim {
             if want != file_dim {
-                return Err(bad(format!("vectors have dimension {file_dim}, --dim says {want}")));
+                return Err(bad(format!(
+                    "vectors have dimension {file_dim}, --dim says {want}"
+                )));
             }
         }
         Ok(Vectors { dim: file_dim, rows })
     } else {
         let dim = dim.ok_or_else(|| bad("raw f32 vectors need --dim".into()))?;
         if dim == 0 || bytes.len() % (4 * dim) != 0 {
-            return Err(bad(format!("{} bytes is not a whole number of rows of {dim} f32", bytes.len())));
+            return Err(bad(format!(
+                "{} bytes is not a whole number of rows of {dim} f32",
+                bytes.len()
+            )));
         }
-        let rows = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let rows = bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
         Ok(Vectors { dim, rows })
     }
 }
@@ -79,7 +96,9 @@ pub fn parse_json_doc(line: &str, what: &str) -> Result<Document, CliError> {
         serde_json::from_str(line).map_err(|e| CliError::Input(format!("{what}: invalid JSON: {e}")))?;
     match Bson::try_from(value) {
         Ok(Bson::Document(d)) => Ok(d),
-        Ok(other) => Err(CliError::Input(format!("{what}: expected a JSON object, got {other}"))),
+        Ok(other) => Err(CliError::Input(format!(
+            "{what}: expected a JSON object, got {other}"
+        ))),
         Err(e) => Err(CliError::Input(format!("{what}: invalid extended JSON: {e}"))),
     }
 }
@@ -109,6 +128,8 @@ pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
     }
     // Read and parse every document first: nothing is written for a bad file.
     let mut docs: Vec<Document> = Vec::new();
+    // The file line of each document (blank lines are skipped), for messages.
+    let mut lines: Vec<usize> = Vec::new();
     match (&spec.docs, &vectors) {
         (Some(path), _) => {
             let file = File::open(path).map_err(|e| CliError::io(path, e))?;
@@ -120,24 +141,44 @@ pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
                 if line.trim().is_empty() {
                     continue;
                 }
-                docs.push(parse_json_doc(&line, &format!("{} line {}", path.display(), i + 1))?);
+                docs.push(parse_json_doc(
+                    &line,
+                    &format!("{} line {}", path.display(), i + 1),
+                )?);
+                lines.push(i + 1);
             }
             bar.finish_and_clear();
         }
-        (None, Some(v)) if spec.vectors.as_ref().is_some_and(|p| p.extension().is_some_and(|e| e == "fvecs")) => {
+        (None, Some(v))
+            if spec
+                .vectors
+                .as_ref()
+                .is_some_and(|p| p.extension().is_some_and(|e| e == "fvecs")) =>
+        {
             docs = (0..v.len()).map(|i| bson::doc! { "_id": i as i64 }).collect();
         }
-        _ => return Err(CliError::Usage("--docs is required (it may be omitted only with .fvecs vectors)".into())),
+        _ => {
+            return Err(CliError::Usage(
+                "--docs is required (it may be omitted only with .fvecs vectors)".into(),
+            ))
+        }
     }
     if let (Some(v), Some(field)) = (&vectors, &spec.vector_field) {
         if v.len() != docs.len() {
-            return Err(CliError::Input(format!("{} documents but {} vectors", docs.len(), v.len())));
+            return Err(CliError::Input(format!(
+                "{} documents but {} vectors",
+                docs.len(),
+                v.len()
+            )));
         }
         for (i, d) in docs.iter_mut().enumerate() {
-            d.insert(field.clone(), bson::Binary {
-                subtype: bson::spec::BinarySubtype::Generic,
-                bytes: v.row(i).iter().flat_map(|x| x.to_le_bytes()).collect(),
-            });
+            d.insert(
+                field.clone(),
+                bson::Binary {
+                    subtype: bson::spec::BinarySubtype::Generic,
+                    bytes: v.row(i).iter().flat_map(|x| x.to_le_bytes()).collect(),
+                },
+            );
         }
     }
     let existing = db.list_collections()?.contains(&spec.collection);
@@ -174,13 +215,19 @@ pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
     let mut failure = None;
     for (i, d) in docs.into_iter().enumerate() {
         if let Err(e) = txn.insert(&spec.collection, d) {
-            failure = Some(CliError::Input(format!("document {} (line {}): {e}", i + 1, i + 1)));
+            failure = Some(CliError::Input(match lines.get(i) {
+                Some(line) => format!("document {} (line {line}): {e}", i + 1),
+                None => format!("document {}: {e}", i + 1),
+            }));
             break;
         }
         bar.inc(1);
     }
     let outcome = match failure {
-        Some(e) => Err(e),
+        Some(e) => {
+            drop(txn); // roll back, and free the write lock for the clean-up below
+            Err(e)
+        }
         None => txn.commit().map(|_| ()).map_err(CliError::from),
     };
     if let Err(e) = outcome {

@@ -25,7 +25,10 @@ pub enum CliError {
 
 impl CliError {
     pub fn io(path: &Path, source: std::io::Error) -> Self {
-        CliError::Io { path: path.display().to_string(), source }
+        CliError::Io {
+            path: path.display().to_string(),
+            source,
+        }
     }
 }
 
@@ -42,7 +45,11 @@ impl From<slate::query::Error> for CliError {
 }
 
 #[derive(Parser)]
-#[command(name = "slate", version, about = "Slate: an embedded vector-plus-document store")]
+#[command(
+    name = "slate",
+    version,
+    about = "Slate: an embedded vector-plus-document store"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -102,7 +109,12 @@ struct SearchArgs {
 #[derive(Args, Clone)]
 struct Target {
     /// Database directory (RocksDB).
-    #[arg(long, value_name = "DIR", conflicts_with = "memory", required_unless_present = "memory")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "memory",
+        required_unless_present = "memory"
+    )]
     db: Option<PathBuf>,
     /// Use an in-memory database instead of --db (load it with --load).
     #[arg(long)]
@@ -228,9 +240,14 @@ fn load_spec(collection: &str, docs: Option<PathBuf>, extra: &LoadExtra) -> Resu
 fn prepare(target: &Target, preload: &Preload) -> Result<Db, CliError> {
     let db = open(target)?;
     if preload.load.is_some() || preload.extra.vectors.is_some() {
-        load::load(&db, &load_spec(&target.collection, preload.load.clone(), &preload.extra)?)?;
+        load::load(
+            &db,
+            &load_spec(&target.collection, preload.load.clone(), &preload.extra)?,
+        )?;
     } else if target.memory {
-        return Err(CliError::Usage("--memory starts empty: give --load FILE.jsonl".into()));
+        return Err(CliError::Usage(
+            "--memory starts empty: give --load FILE.jsonl".into(),
+        ));
     }
     Ok(db)
 }
@@ -299,13 +316,22 @@ fn count(args: CountArgs) -> Result<(), CliError> {
 }
 
 fn split_fields(p: &Option<String>) -> Option<Vec<String>> {
-    p.as_ref().map(|p| p.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+    p.as_ref().map(|p| {
+        p.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    })
 }
 
 fn search_cmd(args: SearchArgs) -> Result<(), CliError> {
     let db = prepare(&args.target, &args.preload)?;
     let coll = collection(&db, &args.target, &args.partitions)?;
-    let strategy = args.strategy.parse().map_err(|e: slate::query::Error| CliError::Usage(e.to_string()))?;
+    let strategy = args
+        .strategy
+        .parse()
+        .map_err(|e: slate::query::Error| CliError::Usage(e.to_string()))?;
     let run = search::SearchRun {
         field: args.field,
         queries: args.queries,

@@ -46,19 +46,30 @@ fn effective_threads(threads: usize) -> usize {
 pub fn run(coll: &Collection, run: &SearchRun) -> Result<(), CliError> {
     let config = coll.config()?;
     let field = config.vector_field(&run.field).ok_or_else(|| {
-        CliError::Usage(format!("collection {:?} has no vector field {:?}", config.name, run.field))
+        CliError::Usage(format!(
+            "collection {:?} has no vector field {:?}",
+            config.name, run.field
+        ))
     })?;
     let queries = read_vectors(&run.queries, Some(field.dim))?;
     let n = queries.len();
     if run.batch && !run.filter.is_empty() {
-        return Err(CliError::Usage("--batch runs unfiltered queries; drop --filter or --batch".into()));
+        return Err(CliError::Usage(
+            "--batch runs unfiltered queries; drop --filter or --batch".into(),
+        ));
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let write_err = |e| CliError::io(Path::new("<stdout>"), e);
     let start = Instant::now();
     if run.batch {
-        let all = coll.search_batch(&run.field, &queries.rows, run.k, run.threads, run.projection.as_deref())?;
+        let all = coll.search_batch(
+            &run.field,
+            &queries.rows,
+            run.k,
+            run.threads,
+            run.projection.as_deref(),
+        )?;
         let micros = start.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64;
         for (i, hits) in all.iter().enumerate() {
             let line = json!({ "query": i, "hits": hits.iter().map(hit_json).collect::<Vec<_>>(), "micros": micros });

@@ -54,7 +54,10 @@ fn to_bson(v: Value) -> Document {
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_slate")).args(args).output().expect("run the slate binary")
+    Command::new(env!("CARGO_BIN_EXE_slate"))
+        .args(args)
+        .output()
+        .expect("run the slate binary")
 }
 
 /// Runs `slate args`, expecting success; returns stdout.
@@ -79,12 +82,19 @@ fn fails(args: &[&str]) -> String {
         "slate {args:?} succeeded:\n{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    assert!(out.stdout.is_empty(), "slate {args:?} failed but printed {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "slate {args:?} failed but printed {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     String::from_utf8(out.stderr).expect("utf-8 stderr")
 }
 
 fn parse_lines(stdout: &str) -> Vec<Value> {
-    stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}"))).collect()
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
 }
 
 fn s(p: &Path) -> &str {
@@ -108,7 +118,18 @@ fn loaded() -> Loaded {
     let docs = dir.path().join("docs.jsonl");
     std::fs::write(&docs, jsonl(&generated_lines())).expect("write jsonl");
     let l = Loaded { dir, docs };
-    ok(&["load", "--db", s(&l.db()), "--collection", "c", "--docs", s(&l.docs), "--index", "status", "--quiet"]);
+    ok(&[
+        "load",
+        "--db",
+        s(&l.db()),
+        "--collection",
+        "c",
+        "--docs",
+        s(&l.docs),
+        "--index",
+        "status",
+        "--quiet",
+    ]);
     l
 }
 
@@ -123,10 +144,25 @@ fn filter_matches(i: i64) -> bool {
 fn expected_page() -> Vec<Value> {
     let mut hits: Vec<i64> = (0..DOCS).filter(|i| filter_matches(*i)).collect();
     hits.sort_by_key(|i| std::cmp::Reverse((i * 37) % DOCS));
-    hits.iter().skip(1).take(5).map(|&i| json!({ "_id": i, "name": format!("item{i}"), "n": (i * 37) % DOCS })).collect()
+    hits.iter()
+        .skip(1)
+        .take(5)
+        .map(|&i| json!({ "_id": i, "name": format!("item{i}"), "n": (i * 37) % DOCS }))
+        .collect()
 }
 
-const PAGE: [&str; 10] = ["--filter", FILTER, "--sort", "n:desc", "--skip", "1", "--limit", "5", "--project", "name,n"];
+const PAGE: [&str; 10] = [
+    "--filter",
+    FILTER,
+    "--sort",
+    "n:desc",
+    "--skip",
+    "1",
+    "--limit",
+    "5",
+    "--project",
+    "name,n",
+];
 
 #[test]
 fn find_prints_the_expected_documents() {
@@ -140,14 +176,25 @@ fn find_prints_the_expected_documents() {
     assert_eq!(parse_lines(&out), want, "stdout:\n{out}");
     // Each line is one relaxed extended JSON document, `_id` first then the projection's order.
     for line in out.lines() {
-        assert!(line.starts_with("{\"_id\":") && line.contains("\"name\":"), "{line}");
+        assert!(
+            line.starts_with("{\"_id\":") && line.contains("\"name\":"),
+            "{line}"
+        );
         assert!(line.find("\"name\"") < line.find("\"n\""), "{line}");
     }
 
     // Dates and ObjectIds in filters and output, nested projection.
     let filter = r#"{"when": {"$gte": {"$date": "2024-01-27T00:00:00Z"}}, "ref": {"$ne": {"$oid": "000000000000000000000000"}}, "meta.deep.w": 2}"#;
     let out = ok(&[
-        "find", "--db", s(&db), "--collection", "c", "--filter", filter, "--project", "when,ref,meta.deep.w,tags",
+        "find",
+        "--db",
+        s(&db),
+        "--collection",
+        "c",
+        "--filter",
+        filter,
+        "--project",
+        "when,ref,meta.deep.w,tags",
     ]);
     let want: Vec<Document> = (0..DOCS)
         .filter(|i| 1 + i % 28 >= 27 && i % 7 >= 2 && (i % 3 == 2 || i % 5 == 2))
@@ -163,7 +210,10 @@ fn find_prints_the_expected_documents() {
     let got: Vec<Document> = parse_lines(&out).into_iter().map(to_bson).collect();
     assert!(!want.is_empty());
     crate::assert_same_docs(&got, &want, "dates, ObjectIds, nested projection");
-    assert!(out.contains(r#""when":{"$date":"2024-01-27T"#), "relaxed dates:\n{out}");
+    assert!(
+        out.contains(r#""when":{"$date":"2024-01-27T"#),
+        "relaxed dates:\n{out}"
+    );
     assert!(out.contains(r#""ref":{"$oid":""#), "ObjectIds:\n{out}");
 }
 
@@ -179,17 +229,40 @@ fn count_and_explain() {
         ok(&args).trim().parse().expect("a number")
     };
     assert_eq!(count(None), DOCS as u64);
-    assert_eq!(count(Some(FILTER)), (0..DOCS).filter(|i| filter_matches(*i)).count() as u64);
+    assert_eq!(
+        count(Some(FILTER)),
+        (0..DOCS).filter(|i| filter_matches(*i)).count() as u64
+    );
     assert_eq!(count(Some(r#"{"status": "s7"}"#)), 40);
-    assert_eq!(count(Some(r#"{"note": null, "meta": {"$exists": false}}"#)), (0..DOCS).filter(|i| i % 7 == 0).count() as u64);
+    assert_eq!(
+        count(Some(r#"{"note": null, "meta": {"$exists": false}}"#)),
+        (0..DOCS).filter(|i| i % 7 == 0).count() as u64
+    );
     assert_eq!(count(Some(r#"{"tags": {"$size": 0}}"#)), 500);
 
-    let explain = |filter: &str| ok(&["find", "--db", s(&db), "--collection", "c", "--filter", filter, "--explain"]);
+    let explain = |filter: &str| {
+        ok(&[
+            "find",
+            "--db",
+            s(&db),
+            "--collection",
+            "c",
+            "--filter",
+            filter,
+            "--explain",
+        ])
+    };
     let plan = explain(r#"{"status": "s7"}"#);
-    assert!(plan.contains("IndexScan") && plan.contains("field=status"), "indexed equality:\n{plan}");
+    assert!(
+        plan.contains("IndexScan") && plan.contains("field=status"),
+        "indexed equality:\n{plan}"
+    );
     assert!(plan.contains("estimate=40"), "{plan}");
     let plan = explain(r#"{"n": {"$gte": 5}}"#);
-    assert!(plan.contains("Scan") && !plan.contains("IndexScan"), "unindexed range:\n{plan}");
+    assert!(
+        plan.contains("Scan") && !plan.contains("IndexScan"),
+        "unindexed range:\n{plan}"
+    );
 }
 
 #[test]
@@ -197,10 +270,30 @@ fn memory_database_loaded_in_the_same_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let docs = dir.path().join("docs.jsonl");
     std::fs::write(&docs, jsonl(&generated_lines())).expect("write jsonl");
-    let mut args = vec!["find", "--memory", "--load", s(&docs), "--collection", "c", "--index", "status", "--quiet"];
+    let mut args = vec![
+        "find",
+        "--memory",
+        "--load",
+        s(&docs),
+        "--collection",
+        "c",
+        "--index",
+        "status",
+        "--quiet",
+    ];
     args.extend(PAGE);
     assert_eq!(parse_lines(&ok(&args)), expected_page());
-    let n = ok(&["count", "--memory", "--load", s(&docs), "--collection", "c", "--quiet", "--filter", r#"{"status": "s7"}"#]);
+    let n = ok(&[
+        "count",
+        "--memory",
+        "--load",
+        s(&docs),
+        "--collection",
+        "c",
+        "--quiet",
+        "--filter",
+        r#"{"status": "s7"}"#,
+    ]);
     assert_eq!(n.trim(), "40");
     // --memory without --load is refused.
     let err = fails(&["count", "--memory", "--collection", "c"]);
@@ -216,7 +309,17 @@ fn a_bad_line_writes_nothing() {
     lines[6] = r#"{"_id": 6, "name": garbage"#.to_owned();
     let bad = l.dir.path().join("bad.jsonl");
     std::fs::write(&bad, jsonl(&lines)).expect("write");
-    let err = fails(&["load", "--db", s(&db), "--collection", "bad", "--docs", s(&bad), "--index", "status"]);
+    let err = fails(&[
+        "load",
+        "--db",
+        s(&db),
+        "--collection",
+        "bad",
+        "--docs",
+        s(&bad),
+        "--index",
+        "status",
+    ]);
     assert!(err.contains("line 7"), "names the line: {err}");
     let err = fails(&["count", "--db", s(&db), "--collection", "bad"]);
     assert!(err.contains("unknown collection") && err.contains("bad"), "{err}");
@@ -224,7 +327,10 @@ fn a_bad_line_writes_nothing() {
     // A bad line in a load into an existing collection: it keeps what it had.
     let err = fails(&["load", "--db", s(&db), "--collection", "c", "--docs", s(&bad)]);
     assert!(err.contains("line 7"), "{err}");
-    assert_eq!(ok(&["count", "--db", s(&db), "--collection", "c"]).trim(), DOCS.to_string());
+    assert_eq!(
+        ok(&["count", "--db", s(&db), "--collection", "c"]).trim(),
+        DOCS.to_string()
+    );
 }
 
 #[test]
@@ -248,14 +354,41 @@ fn a_document_that_cannot_be_inserted_names_its_line() {
 fn unknown_operators_and_collections_are_named() {
     let l = loaded();
     let db = l.db();
-    let err = fails(&["find", "--db", s(&db), "--collection", "c", "--filter", r#"{"n": {"$foo": 1}}"#]);
+    let err = fails(&[
+        "find",
+        "--db",
+        s(&db),
+        "--collection",
+        "c",
+        "--filter",
+        r#"{"n": {"$foo": 1}}"#,
+    ]);
     assert!(err.contains("$foo"), "{err}");
-    let err = fails(&["count", "--db", s(&db), "--collection", "c", "--filter", r#"{"$or": [{"m": {"$foo": 1}}]}"#]);
+    let err = fails(&[
+        "count",
+        "--db",
+        s(&db),
+        "--collection",
+        "c",
+        "--filter",
+        r#"{"$or": [{"m": {"$foo": 1}}]}"#,
+    ]);
     assert!(err.contains("$foo") && err.contains("\"m\""), "{err}");
     let err = fails(&["find", "--db", s(&db), "--collection", "nope"]);
-    assert!(err.contains("unknown collection") && err.contains("nope"), "{err}");
+    assert!(
+        err.contains("unknown collection") && err.contains("nope"),
+        "{err}"
+    );
     let err = fails(&["count", "--db", s(&db), "--collection", "nope", "--filter", "{}"]);
     assert!(err.contains("nope"), "{err}");
-    let err = fails(&["find", "--db", s(&db), "--collection", "c", "--filter", "{not json"]);
+    let err = fails(&[
+        "find",
+        "--db",
+        s(&db),
+        "--collection",
+        "c",
+        "--filter",
+        "{not json",
+    ]);
     assert!(err.contains("--filter"), "{err}");
 }

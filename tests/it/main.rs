@@ -25,14 +25,22 @@ pub struct TestDb {
 
 /// A fresh in-memory database.
 pub fn memory() -> TestDb {
-    TestDb { db: Db::memory(), backend: "memory", _dir: None }
+    TestDb {
+        db: Db::memory(),
+        backend: "memory",
+        _dir: None,
+    }
 }
 
 /// A fresh RocksDB database in a temporary directory, commits not fsynced.
 pub fn rocks() -> TestDb {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::builder(dir.path()).sync(false).open().expect("open rocksdb");
-    TestDb { db, backend: "rocksdb", _dir: Some(dir) }
+    TestDb {
+        db,
+        backend: "rocksdb",
+        _dir: Some(dir),
+    }
 }
 
 /// One fresh database per backend.

@@ -12,17 +12,20 @@ const TENANTS: [&str; 3] = ["acme", "globex", "initech"];
 
 /// 300 documents per tenant, `_id`s 0..300 in each, `status` with 30 values.
 fn tenant_docs(tenant: &str) -> Vec<Document> {
-    (0..300).map(|i| doc! { "_id": i, "tenant": tenant, "status": format!("s{}", i % 30), "n": i }).collect()
+    (0..300)
+        .map(|i| doc! { "_id": i, "tenant": tenant, "status": format!("s{}", i % 30), "n": i })
+        .collect()
 }
 
 fn partitioned(t: &TestDb) -> Collection {
-    let coll = t
-        .db
-        .create_collection(CollectionConfig::new("p").partition_key("tenant").index("status"))
-        .expect("create");
+    let coll =
+        t.db.create_collection(CollectionConfig::new("p").partition_key("tenant").index("status"))
+            .expect("create");
     // Interleaved, so that no partition is stored in one run of inserts.
     let per_tenant = TENANTS.map(tenant_docs);
-    let docs: Vec<Document> = (0..300).flat_map(|i| per_tenant.iter().map(move |d| d[i].clone())).collect();
+    let docs: Vec<Document> = (0..300)
+        .flat_map(|i| per_tenant.iter().map(move |d| d[i].clone()))
+        .collect();
     coll.insert_many(docs).expect("insert");
     coll
 }
@@ -47,11 +50,28 @@ fn a_partition_sees_only_its_documents() {
 
         // A selective equality on the index stays inside the partition.
         let plan = acme.find(doc! { "status": "s7" }).explain().expect("explain");
-        assert!(matches!(&plan.source, Source::IndexScan { estimate: 10, .. }), "[{b}] {plan}");
-        let want: Vec<Document> = tenant_docs("acme").into_iter().filter(|d| d.get_str("status") == Ok("s7")).collect();
+        assert!(
+            matches!(&plan.source, Source::IndexScan { estimate: 10, .. }),
+            "[{b}] {plan}"
+        );
+        let want: Vec<Document> = tenant_docs("acme")
+            .into_iter()
+            .filter(|d| d.get_str("status") == Ok("s7"))
+            .collect();
         assert_same_docs(&acme.find(doc! { "status": "s7" }).run().expect("find"), &want, b);
-        let want: Vec<Document> = tenant_docs("globex").into_iter().filter(|d| d.get_str("status") == Ok("s7")).collect();
-        assert_same_docs(&coll.partition("globex").find(doc! { "status": "s7" }).run().expect("find"), &want, b);
+        let want: Vec<Document> = tenant_docs("globex")
+            .into_iter()
+            .filter(|d| d.get_str("status") == Ok("s7"))
+            .collect();
+        assert_same_docs(
+            &coll
+                .partition("globex")
+                .find(doc! { "status": "s7" })
+                .run()
+                .expect("find"),
+            &want,
+            b,
+        );
 
         // The same _id in every tenant, each its own document.
         for tenant in TENANTS {
@@ -59,7 +79,10 @@ fn a_partition_sees_only_its_documents() {
             assert_eq!(got.get_str("tenant"), Ok(tenant), "[{b}]");
         }
         assert_eq!(coll.partition("nobody").get(5).expect("get"), None);
-        assert_eq!(coll.partition("nobody").find(doc! {}).run().expect("find"), Vec::<Document>::new());
+        assert_eq!(
+            coll.partition("nobody").find(doc! {}).run().expect("find"),
+            Vec::<Document>::new()
+        );
         assert_eq!(coll.partition("nobody").count(doc! {}).expect("count"), 0);
     }
 }
@@ -72,7 +95,12 @@ fn several_partitions_at_once() {
         let two = coll.partitions(vec![Bson::from("globex"), Bson::from("acme")]);
         assert_eq!(two.count(doc! {}).expect("count"), 600, "[{b}]");
         assert_eq!(two.count(doc! { "status": "s1" }).expect("count"), 20, "[{b}]");
-        let got = two.find(doc! { "n": { "$lt": 2 } }).sort("tenant").sort("_id:desc").run().expect("find");
+        let got = two
+            .find(doc! { "n": { "$lt": 2 } })
+            .sort("tenant")
+            .sort("_id:desc")
+            .run()
+            .expect("find");
         let want = vec![
             doc! { "_id": 1, "tenant": "acme", "status": "s1", "n": 1 },
             doc! { "_id": 0, "tenant": "acme", "status": "s0", "n": 0 },
@@ -84,8 +112,14 @@ fn several_partitions_at_once() {
         assert_eq!(got.len(), 20, "[{b}]");
         assert!(got.iter().all(|d| d.get_str("tenant") != Ok("initech")), "[{b}]");
         // get_many: one answer per id, from the first partition named that has it.
-        let got = two.get_many(&[Bson::Int32(4), Bson::Int32(999)]).expect("get_many");
-        assert_eq!(got[0].as_ref().and_then(|d| d.get_str("tenant").ok()), Some("globex"), "[{b}]");
+        let got = two
+            .get_many(&[Bson::Int32(4), Bson::Int32(999)])
+            .expect("get_many");
+        assert_eq!(
+            got[0].as_ref().and_then(|d| d.get_str("tenant").ok()),
+            Some("globex"),
+            "[{b}]"
+        );
         assert_eq!(got[1], None);
     }
 }
@@ -100,11 +134,22 @@ fn reading_without_a_partition_is_an_error() {
         assert_invalid_partition(coll.count(doc! {}), "tenant", b);
         assert_invalid_partition(coll.get(1), "tenant", b);
         assert_invalid_partition(coll.delete_many(doc! {}), "tenant", b);
-        assert_invalid_partition(coll.update_many(doc! {}, doc! { "$set": { "k": 1 } }, false), "tenant", b);
-        assert_eq!(coll.partitions(TENANTS.map(Bson::from).to_vec()).count(doc! {}).expect("count"), 900);
+        assert_invalid_partition(
+            coll.update_many(doc! {}, doc! { "$set": { "k": 1 } }, false),
+            "tenant",
+            b,
+        );
+        assert_eq!(
+            coll.partitions(TENANTS.map(Bson::from).to_vec())
+                .count(doc! {})
+                .expect("count"),
+            900
+        );
 
         // And naming a partition of a collection that has none is one too.
-        let plain = t.db.create_collection(CollectionConfig::new("plain")).expect("create");
+        let plain =
+            t.db.create_collection(CollectionConfig::new("plain"))
+                .expect("create");
         plain.insert_one(doc! { "_id": 1 }).expect("insert");
         assert_invalid_partition(plain.partition("acme").find(doc! {}).run(), "not partitioned", b);
     }
@@ -123,20 +168,40 @@ fn ids_are_unique_per_partition_and_writes_stay_inside() {
             ),
             "[{b}]"
         );
-        coll.insert_one(doc! { "_id": 1, "tenant": "hooli" }).expect("insert");
+        coll.insert_one(doc! { "_id": 1, "tenant": "hooli" })
+            .expect("insert");
         assert_eq!(coll.partition("hooli").count(doc! {}).expect("count"), 1);
-        for bad in [doc! { "_id": 2 }, doc! { "_id": 2, "tenant": ["a"] }, doc! { "_id": 2, "tenant": null }] {
+        for bad in [
+            doc! { "_id": 2 },
+            doc! { "_id": 2, "tenant": ["a"] },
+            doc! { "_id": 2, "tenant": null },
+        ] {
             let out = coll.insert_one(bad.clone());
-            assert!(matches!(out, Err(Error::Core(CoreError::InvalidDocument { .. }))), "[{b}] {bad}: {out:?}");
+            assert!(
+                matches!(out, Err(Error::Core(CoreError::InvalidDocument { .. }))),
+                "[{b}] {bad}: {out:?}"
+            );
         }
 
         // Writes through a partition handle touch only that partition.
         let acme = coll.partition("acme");
-        let r = acme.update_many(doc! { "status": "s1" }, doc! { "$set": { "hit": true } }, false).expect("update");
+        let r = acme
+            .update_many(doc! { "status": "s1" }, doc! { "$set": { "hit": true } }, false)
+            .expect("update");
         assert_eq!((r.matched, r.modified), (10, 10), "[{b}]");
         let all_tenants = coll.partitions(TENANTS.map(Bson::from).to_vec());
-        assert_eq!(all_tenants.count(doc! { "hit": true }).expect("count"), 10, "[{b}]");
-        assert_eq!(coll.partition("globex").delete_many(doc! { "n": { "$gte": 100 } }).expect("delete"), 200, "[{b}]");
+        assert_eq!(
+            all_tenants.count(doc! { "hit": true }).expect("count"),
+            10,
+            "[{b}]"
+        );
+        assert_eq!(
+            coll.partition("globex")
+                .delete_many(doc! { "n": { "$gte": 100 } })
+                .expect("delete"),
+            200,
+            "[{b}]"
+        );
         assert_eq!(coll.partition("globex").count(doc! {}).expect("count"), 100);
         assert_eq!(acme.count(doc! {}).expect("count"), 300, "[{b}]");
         assert_eq!(acme.delete_one(doc! { "_id": 7 }).expect("delete"), 1);
@@ -144,12 +209,23 @@ fn ids_are_unique_per_partition_and_writes_stay_inside() {
         assert!(coll.partition("initech").get(7).expect("get").is_some(), "[{b}]");
 
         // A replacement may not move a document to another partition.
-        let err = acme.replace_one(doc! { "_id": 8 }, doc! { "tenant": "globex" }, false).expect_err("moves");
-        assert!(matches!(err, Error::Core(CoreError::InvalidDocument { .. })), "[{b}] {err:?}");
-        assert_eq!(acme.get(8).expect("get").and_then(|d| d.get_str("tenant").ok().map(str::to_owned)), Some("acme".into()));
+        let err = acme
+            .replace_one(doc! { "_id": 8 }, doc! { "tenant": "globex" }, false)
+            .expect_err("moves");
+        assert!(
+            matches!(err, Error::Core(CoreError::InvalidDocument { .. })),
+            "[{b}] {err:?}"
+        );
+        assert_eq!(
+            acme.get(8)
+                .expect("get")
+                .and_then(|d| d.get_str("tenant").ok().map(str::to_owned)),
+            Some("acme".into())
+        );
 
         let read = t.db.database().read();
-        let problems = slate::core::check_integrity(read.snapshot(), &read.config("p").expect("config")).expect("check");
+        let problems =
+            slate::core::check_integrity(read.snapshot(), &read.config("p").expect("config")).expect("check");
         assert!(problems.is_empty(), "[{b}] {problems:#?}");
     }
 }

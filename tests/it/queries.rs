@@ -19,8 +19,9 @@ use slate::{Collection, CollectionConfig, Find};
 use crate::{assert_same_docs, backends, bytes, same_docs, show, TestDb};
 
 const INDEXABLE: [&str; 4] = ["status", "n", "tags", "m.x"];
-const FILTER_PATHS: [&str; 12] =
-    ["status", "status", "n", "n", "n", "tags", "tags", "m.x", "m.x", "m", "zz", "tags.0"];
+const FILTER_PATHS: [&str; 12] = [
+    "status", "status", "n", "n", "n", "tags", "tags", "m.x", "m.x", "m", "zz", "tags.0",
+];
 const SORTABLE: [&str; 5] = ["status", "n", "tags", "m.x", "_id"];
 const PROJECTABLE: [&str; 6] = ["status", "n", "tags", "m.x", "m", "zz"];
 
@@ -89,7 +90,12 @@ fn sort_key(doc: &Document, field: &str, descending: bool) -> Option<Bson> {
 fn reference_sort(docs: &mut [Document], sort: &[(String, bool)]) {
     let keyed: Vec<(Vec<Option<Bson>>, Document)> = docs
         .iter()
-        .map(|d| (sort.iter().map(|(f, desc)| sort_key(d, f, *desc)).collect(), d.clone()))
+        .map(|d| {
+            (
+                sort.iter().map(|(f, desc)| sort_key(d, f, *desc)).collect(),
+                d.clone(),
+            )
+        })
         .collect();
     let mut keyed = keyed;
     keyed.sort_by(|(ka, a), (kb, b)| {
@@ -166,7 +172,11 @@ impl Query {
     fn find<'c>(&self, coll: &'c Collection) -> Find<'c> {
         let mut f = coll.find(self.filter.clone());
         for (field, desc) in &self.sort {
-            f = f.sort(if *desc { format!("{field}:desc") } else { field.clone() });
+            f = f.sort(if *desc {
+                format!("{field}:desc")
+            } else {
+                field.clone()
+            });
         }
         if self.skip > 0 {
             f = f.skip(self.skip);
@@ -199,14 +209,28 @@ fn check_query(coll: &Collection, all: &[Document], q: &Query, backend: &str) {
     let filter = match Filter::parse(&q.filter) {
         Ok(f) => f,
         Err(e) => {
-            assert!(q.find(coll).run().is_err(), "{what}: the reference rejects it ({e}), find accepts it");
+            assert!(
+                q.find(coll).run().is_err(),
+                "{what}: the reference rejects it ({e}), find accepts it"
+            );
             return;
         }
     };
     let mut matched: Vec<Document> = all.iter().filter(|d| matches(&filter, d)).cloned().collect();
-    assert_eq!(coll.count(q.filter.clone()).expect("count"), matched.len() as u64, "{what}: count");
-    let expected_len = matched.len().saturating_sub(q.skip).min(q.limit.unwrap_or(usize::MAX));
-    assert_eq!(q.find(coll).count().expect("count"), expected_len as u64, "{what}: count with skip/limit");
+    assert_eq!(
+        coll.count(q.filter.clone()).expect("count"),
+        matched.len() as u64,
+        "{what}: count"
+    );
+    let expected_len = matched
+        .len()
+        .saturating_sub(q.skip)
+        .min(q.limit.unwrap_or(usize::MAX));
+    assert_eq!(
+        q.find(coll).count().expect("count"),
+        expected_len as u64,
+        "{what}: count with skip/limit"
+    );
 
     let plan = q.find(coll).explain().expect("explain");
     let got = q.find(coll).run().expect("run");
@@ -220,15 +244,29 @@ fn check_query(coll: &Collection, all: &[Document], q: &Query, backend: &str) {
     if !q.sort.is_empty() || !plan.source.uses_index() {
         // Sorted, or read in `_id` order by a scan: the order is determined.
         reference_sort(&mut matched, &q.sort);
-        let want: Vec<Document> = matched.into_iter().skip(q.skip).take(q.limit.unwrap_or(usize::MAX)).collect();
+        let want: Vec<Document> = matched
+            .into_iter()
+            .skip(q.skip)
+            .take(q.limit.unwrap_or(usize::MAX))
+            .collect();
         assert_same_docs(&got, &project_all(want), &format!("{what}\nplan:\n{plan}"));
     } else {
         // Unsorted through an index: index order. The same documents, each once.
         let want = project_all(matched);
         let want_bytes: std::collections::HashSet<Vec<u8>> = want.iter().map(bytes).collect();
         let got_bytes: std::collections::HashSet<Vec<u8>> = got.iter().map(bytes).collect();
-        assert_eq!(got.len(), expected_len, "{what}: length\nplan:\n{plan}\ngot:{}", show(&got));
-        assert_eq!(got_bytes.len(), got.len(), "{what}: a document twice\ngot:{}", show(&got));
+        assert_eq!(
+            got.len(),
+            expected_len,
+            "{what}: length\nplan:\n{plan}\ngot:{}",
+            show(&got)
+        );
+        assert_eq!(
+            got_bytes.len(),
+            got.len(),
+            "{what}: a document twice\ngot:{}",
+            show(&got)
+        );
         assert!(
             got_bytes.is_subset(&want_bytes),
             "{what}: not a matching document\nplan:\n{plan}\n got:{}\nwant:{}",
@@ -248,14 +286,14 @@ fn scalar() -> impl Strategy<Value = Bson> + Clone {
         1 => (-3i64..4).prop_map(Bson::Int64),
         2 => Just(Bson::Null),
         1 => Just(Bson::Double(f64::NAN)),
-        3 => select(&["a", "b", "c", "x", "y", "1"][..]).prop_map(Bson::from),
+        3 => select(&["a", "b", "c", "d", "x", "y", "z", "1"][..]).prop_map(Bson::from),
         1 => any::<bool>().prop_map(Bson::Boolean),
     ]
 }
 
 fn tag() -> impl Strategy<Value = Bson> + Clone {
     prop_oneof![
-        6 => select(&["x", "y", "z"][..]).prop_map(Bson::from),
+        6 => select(&["x", "y", "z", "w", "v", "a"][..]).prop_map(Bson::from),
         1 => Just(Bson::Null),
         1 => Just(Bson::Int32(1)),
     ]
@@ -265,7 +303,7 @@ fn tag() -> impl Strategy<Value = Bson> + Clone {
 fn number_field() -> impl Strategy<Value = Option<Bson>> + Clone {
     prop_oneof![
         6 => scalar().prop_map(Some),
-        2 => vec(scalar(), 0..4).prop_map(|v| Some(Bson::Array(v))),
+        3 => vec(scalar(), 0..4).prop_map(|v| Some(Bson::Array(v))),
         2 => Just(None),
     ]
 }
@@ -280,7 +318,7 @@ fn with_x(x: Option<Bson>) -> Bson {
 
 fn document_fields() -> impl Strategy<Value = Document> {
     let status = prop_oneof![
-        8 => select(&["a", "b", "c"][..]).prop_map(|s| Some(Bson::from(s))),
+        8 => select(&["a", "b", "c", "d", "e", "f", "g"][..]).prop_map(|s| Some(Bson::from(s))),
         1 => Just(Some(Bson::Null)),
         1 => Just(Some(Bson::Int32(1))),
         2 => Just(None),
@@ -368,9 +406,30 @@ fn merge(parts: Vec<Document>) -> Document {
     out
 }
 
+/// A condition an index can serve (equality, `$in`, a range, `$all`) on an indexable path.
+fn indexable_leaf() -> impl Strategy<Value = Document> + Clone {
+    let condition = prop_oneof![
+        4 => scalar(),
+        1 => tag(),
+        2 => vec(prop_oneof![scalar(), tag()], 1..4).prop_map(|v| Bson::Document(doc! { "$in": v })),
+        2 => (select(&["$gt", "$gte"][..]), -6i32..8, select(&["$lt", "$lte"][..]), 0i32..4).prop_map(
+            |(a, lo, b, width)| {
+                // A narrow numeric range: selective enough for the planner to use an index.
+                let (x, y) = (f64::from(lo) / 2.0, f64::from(lo + width) / 2.0);
+                Bson::Document(doc! { a: x, b: Bson::Int32(y.ceil() as i32) })
+            }
+        ),
+        1 => vec(tag(), 1..3).prop_map(|v| Bson::Document(doc! { "$all": v })),
+    ];
+    (select(&INDEXABLE[..]), condition).prop_map(|(p, c)| doc! { p: c })
+}
+
+fn leaf() -> impl Strategy<Value = Document> {
+    (select(&FILTER_PATHS[..]), condition()).prop_map(|(p, c)| doc! { p: c })
+}
+
 fn filter() -> impl Strategy<Value = Document> {
-    let leaf = (select(&FILTER_PATHS[..]), condition()).prop_map(|(p, c)| doc! { p: c });
-    let tree = leaf.prop_recursive(3, 16, 4, |inner| {
+    let tree = leaf().prop_recursive(3, 16, 4, |inner| {
         prop_oneof![
             3 => vec(inner.clone(), 1..4).prop_map(merge),
             1 => vec(inner.clone(), 1..4).prop_map(|v| doc! { "$and": v }),
@@ -378,7 +437,13 @@ fn filter() -> impl Strategy<Value = Document> {
             1 => vec(inner, 1..3).prop_map(|v| doc! { "$nor": v }),
         ]
     });
-    prop_oneof![1 => Just(Document::new()), 9 => tree]
+    prop_oneof![
+        1 => Just(Document::new()),
+        3 => indexable_leaf(),
+        3 => vec(prop_oneof![indexable_leaf(), leaf()], 2..4).prop_map(merge),
+        2 => vec(indexable_leaf(), 2..4).prop_map(|v| doc! { "$or": v }),
+        4 => tree,
+    ]
 }
 
 fn query() -> impl Strategy<Value = Query> {
@@ -392,7 +457,11 @@ fn query() -> impl Strategy<Value = Query> {
     )
         .prop_map(|(filter, sort, desc, skip, limit, projection)| Query {
             filter,
-            sort: sort.into_iter().zip(desc).map(|(f, d)| (f.to_owned(), d)).collect(),
+            sort: sort
+                .into_iter()
+                .zip(desc)
+                .map(|(f, d)| (f.to_owned(), d))
+                .collect(),
             skip,
             limit,
             projection: projection.map(|p| p.into_iter().map(str::to_owned).collect()),
@@ -407,7 +476,10 @@ enum Write {
 
 fn write() -> impl Strategy<Value = Write> {
     let update = prop_oneof![
-        (select(&["status", "n", "m.x", "tags"][..]), prop_oneof![scalar(), vec(tag(), 0..3).prop_map(Bson::Array)])
+        (
+            select(&["status", "n", "m.x", "tags"][..]),
+            prop_oneof![scalar(), vec(tag(), 0..3).prop_map(Bson::Array)]
+        )
             .prop_map(|(p, v)| doc! { "$set": { p: v } }),
         select(&["status", "n", "m.x", "tags"][..]).prop_map(|p| doc! { "$unset": { p: "" } }),
     ];
@@ -432,9 +504,15 @@ fn case() -> impl Strategy<Value = Case> {
         subsequence(&INDEXABLE[..], 0..=4),
         any::<bool>(),
         vec(write(), 0..3),
-        vec(query(), 8),
+        vec(query(), 1..12),
     )
-        .prop_map(|(docs, indexes, index_first, writes, queries)| Case { docs, indexes, index_first, writes, queries })
+        .prop_map(|(docs, indexes, index_first, writes, queries)| Case {
+            docs,
+            indexes,
+            index_first,
+            writes,
+            queries,
+        })
 }
 
 // ---- running a case ------------------------------------------------------------------------
@@ -467,15 +545,18 @@ fn assert_integrity(t: &TestDb, name: &str) {
     let read = t.db.database().read();
     let config = read.config(name).expect("config");
     let problems = slate::core::check_integrity(read.snapshot(), &config).expect("integrity check");
-    assert!(problems.is_empty(), "[{}] index/count problems: {problems:#?}", t.backend);
+    assert!(
+        problems.is_empty(),
+        "[{}] index/count problems: {problems:#?}",
+        t.backend
+    );
 }
 
 /// Applies a random write and checks what it reports against the reference.
 fn apply_write(t: &TestDb, coll: &Collection, w: &Write) {
     let before = coll.find(doc! {}).run().expect("read all");
-    let count_matches = |f: &Document| {
-        Filter::parse(f).map(|f| before.iter().filter(|d| matches(&f, d)).count() as u64)
-    };
+    let count_matches =
+        |f: &Document| Filter::parse(f).map(|f| before.iter().filter(|d| matches(&f, d)).count() as u64);
     match w {
         Write::Delete(f) => match (count_matches(f), coll.delete_many(f.clone())) {
             (Ok(want), Ok(n)) => assert_eq!(n, want, "[{}] delete_many {f}", t.backend),
@@ -489,9 +570,16 @@ fn apply_write(t: &TestDb, coll: &Collection, w: &Write) {
             // or a scalar) changes nothing at all.
             (Ok(_), Err(_)) => {
                 let after = coll.find(doc! {}).run().expect("read all");
-                assert_same_docs(&after, &before, &format!("[{}] failed update_many {f} {u}", t.backend));
+                assert_same_docs(
+                    &after,
+                    &before,
+                    &format!("[{}] failed update_many {f} {u}", t.backend),
+                );
             }
-            (want, got) => panic!("[{}] update_many {f} {u}: reference {want:?}, got {got:?}", t.backend),
+            (want, got) => panic!(
+                "[{}] update_many {f} {u}: reference {want:?}, got {got:?}",
+                t.backend
+            ),
         },
     }
 }
@@ -505,13 +593,18 @@ fn run_case(case: &Case) {
         assert_integrity(&t, "c");
         let all = coll.find(doc! {}).run().expect("read all");
         assert!(
-            all.windows(2).all(|w| cmp(&w[0]["_id"], &w[1]["_id"]) == Ordering::Less),
+            all.windows(2)
+                .all(|w| cmp(&w[0]["_id"], &w[1]["_id"]) == Ordering::Less),
             "[{}] a scan is not in _id order:{}",
             t.backend,
             show(&all)
         );
         if case.writes.is_empty() {
-            assert_same_docs(&all, &sorted_by_id(case.docs.clone()), &format!("[{}] stored documents", t.backend));
+            assert_same_docs(
+                &all,
+                &sorted_by_id(case.docs.clone()),
+                &format!("[{}] stored documents", t.backend),
+            );
         }
         assert_eq!(coll.count(doc! {}).expect("count"), all.len() as u64);
         for q in &case.queries {
@@ -521,7 +614,8 @@ fn run_case(case: &Case) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    // Each case runs on two backends; bound the shrinking so a failure reports in time.
+    #![proptest_config(ProptestConfig { max_shrink_iters: 400, max_shrink_time: 60_000, ..ProptestConfig::with_cases(64) })]
 
     #[test]
     fn every_query_path_equals_a_full_scan(case in case()) {
@@ -545,11 +639,20 @@ fn check_fixed(docs: Vec<Document>, indexes: &[&str], queries: &[Query]) {
 }
 
 fn q(filter: Document) -> Query {
-    Query { filter, sort: Vec::new(), skip: 0, limit: None, projection: None }
+    Query {
+        filter,
+        sort: Vec::new(),
+        skip: 0,
+        limit: None,
+        projection: None,
+    }
 }
 
 fn sorted(filter: Document, field: &str, descending: bool) -> Query {
-    Query { sort: vec![(field.to_owned(), descending)], ..q(filter) }
+    Query {
+        sort: vec![(field.to_owned(), descending)],
+        ..q(filter)
+    }
 }
 
 #[test]
@@ -630,7 +733,13 @@ fn empty_arrays_sort_below_null_and_missing() {
         let coll = load(&t, &docs, &["tags"], true);
         let ids = |desc: bool| -> Vec<Bson> {
             let spec = if desc { "tags:desc" } else { "tags" };
-            coll.find(doc! {}).sort(spec).run().expect("run").into_iter().map(|d| d["_id"].clone()).collect()
+            coll.find(doc! {})
+                .sort(spec)
+                .run()
+                .expect("run")
+                .into_iter()
+                .map(|d| d["_id"].clone())
+                .collect()
         };
         let asc: Vec<Bson> = [2, 3, 4, 5, 1].into_iter().map(Bson::Int32).collect();
         let desc: Vec<Bson> = [1, 5, 3, 4, 2].into_iter().map(Bson::Int32).collect();
@@ -653,10 +762,9 @@ fn big_collection(t: &TestDb) -> (Collection, Vec<Document>) {
             }
         })
         .collect();
-    let coll = t
-        .db
-        .create_collection(CollectionConfig::new("big").index("status").index("flag"))
-        .expect("create");
+    let coll =
+        t.db.create_collection(CollectionConfig::new("big").index("status").index("flag"))
+            .expect("create");
     coll.insert_many(docs.clone()).expect("insert");
     coll.create_index("tags").expect("index tags");
     (coll, docs)
@@ -670,17 +778,38 @@ fn explain_uses_an_index_only_when_selective() {
 
         let plan = explain(doc! { "status": "s7" });
         match &plan.source {
-            Source::IndexScan { field, estimate, capped, .. } => {
-                assert_eq!((field.as_str(), *estimate, *capped), ("status", 20, false), "[{}]", t.backend);
+            Source::IndexScan {
+                field,
+                estimate,
+                capped,
+                ..
+            } => {
+                assert_eq!(
+                    (field.as_str(), *estimate, *capped),
+                    ("status", 20, false),
+                    "[{}]",
+                    t.backend
+                );
             }
-            other => panic!("[{}] selective equality on an indexed field: {other:?}", t.backend),
+            other => panic!(
+                "[{}] selective equality on an indexed field: {other:?}",
+                t.backend
+            ),
         }
         assert!(plan.to_string().contains("IndexScan"), "{plan}");
 
         let plan = explain(doc! { "flag": true });
-        assert!(matches!(plan.source, Source::Scan { estimate: 2000 }), "[{}] unselective: {plan}", t.backend);
+        assert!(
+            matches!(plan.source, Source::Scan { estimate: 2000 }),
+            "[{}] unselective: {plan}",
+            t.backend
+        );
         let plan = explain(doc! { "n": 5 });
-        assert!(matches!(plan.source, Source::Scan { .. }), "[{}] unindexed: {plan}", t.backend);
+        assert!(
+            matches!(plan.source, Source::Scan { .. }),
+            "[{}] unindexed: {plan}",
+            t.backend
+        );
 
         // The selective conjunct wins over the unselective one.
         let plan = explain(doc! { "flag": true, "status": "s8" });
@@ -698,7 +827,11 @@ fn explain_uses_an_index_only_when_selective() {
         );
         // An unindexed branch forces a scan.
         let plan = explain(doc! { "$or": [ { "status": "s1" }, { "n": 2 } ] });
-        assert!(matches!(plan.source, Source::Scan { .. }), "[{}] {plan}", t.backend);
+        assert!(
+            matches!(plan.source, Source::Scan { .. }),
+            "[{}] {plan}",
+            t.backend
+        );
 
         // And each of them returns what a full scan finds.
         for f in [
@@ -710,8 +843,61 @@ fn explain_uses_an_index_only_when_selective() {
         ] {
             let query = sorted(f, "n", true);
             check_query(&coll, &all, &query, t.backend);
-            check_query(&coll, &all, &Query { sort: Vec::new(), ..query }, t.backend);
+            check_query(
+                &coll,
+                &all,
+                &Query {
+                    sort: Vec::new(),
+                    ..query
+                },
+                t.backend,
+            );
         }
+
+        // Results larger than the executor's batches (256), through a scan and an index,
+        // unsorted, sorted, and with the bounded top-n of a sort with a limit.
+        let statuses: Vec<Bson> = (0..20).map(|i| Bson::from(format!("s{i}"))).collect();
+        let many = doc! { "status": { "$in": statuses } };
+        let plan = coll.find(many.clone()).explain().expect("explain");
+        assert!(
+            matches!(&plan.source, Source::IndexScan { estimate: 400, .. }),
+            "[{}] {plan}",
+            t.backend
+        );
+        for (filter, skip, limit) in [
+            (doc! { "flag": true }, 250, Some(300)),
+            (doc! { "flag": true }, 0, None),
+            (many.clone(), 0, None),
+            (many.clone(), 290, Some(7)),
+        ] {
+            let base = Query {
+                filter,
+                sort: Vec::new(),
+                skip,
+                limit,
+                projection: Some(vec!["n".into()]),
+            };
+            check_query(&coll, &all, &base, t.backend);
+            let by_tags = Query {
+                sort: vec![("tags".into(), true), ("n".into(), false)],
+                ..base.clone()
+            };
+            check_query(&coll, &all, &by_tags, t.backend);
+        }
+        // A cursor is lazy: taking a few documents of a scan reads one batch, not 2,000.
+        let mut cursor = coll.find(doc! { "flag": false }).iter().expect("iter");
+        let ids: Vec<i32> = cursor
+            .by_ref()
+            .take(3)
+            .map(|d| d.expect("doc").get_i32("_id").expect("id"))
+            .collect();
+        assert_eq!(ids, [1, 3, 5], "[{}]", t.backend);
+        let read = cursor.stats().docs_read;
+        assert!(
+            (6..=256).contains(&read),
+            "[{}] read {read} documents for 3",
+            t.backend
+        );
     }
 }
 

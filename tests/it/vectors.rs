@@ -12,7 +12,11 @@ fn read_fvecs(path: &Path) -> (usize, Vec<f32>) {
     let dim = i32::from_le_bytes(bytes[..4].try_into().expect("header")) as usize;
     let mut out = Vec::new();
     for row in bytes.chunks_exact(4 + 4 * dim) {
-        out.extend(row[4..].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("f32"))));
+        out.extend(
+            row[4..]
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().expect("f32"))),
+        );
     }
     (dim, out)
 }
@@ -22,7 +26,12 @@ fn read_ivecs(path: &Path) -> Vec<Vec<i32>> {
     let dim = i32::from_le_bytes(bytes[..4].try_into().expect("header")) as usize;
     bytes
         .chunks_exact(4 + 4 * dim)
-        .map(|row| row[4..].chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().expect("i32"))).collect())
+        .map(|row| {
+            row[4..]
+                .chunks_exact(4)
+                .map(|c| i32::from_le_bytes(c.try_into().expect("i32")))
+                .collect()
+        })
         .collect()
 }
 
@@ -37,7 +46,9 @@ fn siftsmall_top10_equals_the_shipped_ground_truth() {
     let (_, queries) = read_fvecs(&dir.join("siftsmall_query.fvecs"));
     let truth = read_ivecs(&dir.join("siftsmall_groundtruth.ivecs"));
     let db = Db::memory();
-    let coll = db.create_collection(CollectionConfig::new("sift").vector("v", dim, Metric::L2)).expect("create");
+    let coll = db
+        .create_collection(CollectionConfig::new("sift").vector("v", dim, Metric::L2))
+        .expect("create");
     let docs: Vec<Document> = base
         .chunks_exact(dim)
         .enumerate()
@@ -47,7 +58,11 @@ fn siftsmall_top10_equals_the_shipped_ground_truth() {
     let batch = coll.search_batch("v", &queries, 10, 0, None).expect("batch");
     assert_eq!(batch.len(), 100);
     for (q, (hits, want)) in batch.iter().zip(&truth).enumerate() {
-        let single = coll.search("v", &queries[q * dim..(q + 1) * dim]).k(10).run().expect("search");
+        let single = coll
+            .search("v", &queries[q * dim..(q + 1) * dim])
+            .k(10)
+            .run()
+            .expect("search");
         assert_eq!(&single, hits, "query {q}: batched and single searches differ");
         let got: Vec<i64> = hits.iter().map(|h| h.id.as_i64().expect("int id")).collect();
         let want: Vec<i64> = want[..10].iter().map(|&i| i64::from(i)).collect();
@@ -77,7 +92,9 @@ fn hybrid_docs() -> Vec<Document> {
     };
     (0..2000i64)
         .map(|i| {
-            let v: Vec<Bson> = (0..8).map(|_| Bson::Double((next() % 21) as f64 - 10.0)).collect();
+            let v: Vec<Bson> = (0..8)
+                .map(|_| Bson::Double((next() % 21) as f64 - 10.0))
+                .collect();
             let mut d = doc! {
                 "_id": i,
                 "cat": (next() % 100) as i64,
@@ -109,8 +126,16 @@ fn brute_force(docs: &[Document], filter: &Document, query: &[f32], k: usize) ->
             f.matches(&slate::bson::RawDocumentBuf::from_document(&stored).expect("raw"))
         })
         .map(|d| {
-            let v: Vec<f32> = d.get_array("v").expect("v").iter().map(|x| x.as_f64().expect("f64") as f32).collect();
-            (slate::vector::scalar::distance(Metric::L2, query, &v), d.get_i64("_id").expect("id"))
+            let v: Vec<f32> = d
+                .get_array("v")
+                .expect("v")
+                .iter()
+                .map(|x| x.as_f64().expect("f64") as f32)
+                .collect();
+            (
+                slate::vector::scalar::distance(Metric::L2, query, &v),
+                d.get_i64("_id").expect("id"),
+            )
         })
         .collect();
     // Ties break on the id key, which orders like the id.
@@ -135,10 +160,19 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
         ("array field", doc! { "tags": "t1", "tier": { "$in": [1, 2] } }),
     ];
     let dir = tempfile::tempdir().expect("tempdir");
-    let dbs = [Db::memory(), Db::builder(dir.path()).sync(false).open().expect("rocks")];
+    let dbs = [
+        Db::memory(),
+        Db::builder(dir.path()).sync(false).open().expect("rocks"),
+    ];
     for db in &dbs {
         let coll = db
-            .create_collection(CollectionConfig::new("h").index("cat").index("tier").index("flag").vector("v", 8, Metric::L2))
+            .create_collection(
+                CollectionConfig::new("h")
+                    .index("cat")
+                    .index("tier")
+                    .index("flag")
+                    .vector("v", 8, Metric::L2),
+            )
             .expect("create");
         coll.insert_many(docs.clone()).expect("insert");
         for q in 0..4 {
@@ -147,19 +181,34 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
                 for k in [1usize, 10, 50] {
                     let want = brute_force(&docs, filter, &query, k);
                     for strategy in [Strategy::Auto, Strategy::Gather, Strategy::Scan, Strategy::Bitmap] {
-                        let search = coll.search("v", &query).k(k).filter(filter.clone()).strategy(strategy);
+                        let search = coll
+                            .search("v", &query)
+                            .k(k)
+                            .filter(filter.clone())
+                            .strategy(strategy);
                         let result = search.explain();
-                        if strategy == Strategy::Bitmap && filter.is_empty() || strategy == Strategy::Bitmap && name.contains("unindexed") {
+                        if strategy == Strategy::Bitmap && (filter.is_empty() || name.contains("unindexed")) {
                             // Bitmap needs an index to build its bitmap from.
                             if let Ok((hits, _)) = result {
-                                let got: Vec<(i64, f32)> = hits.iter().map(|h| (h.id.as_i64().expect("id"), h.distance)).collect();
+                                let got: Vec<(i64, f32)> = hits
+                                    .iter()
+                                    .map(|h| (h.id.as_i64().expect("id"), h.distance))
+                                    .collect();
                                 assert_eq!(got, want, "{name} k={k} {strategy}");
                             }
                             continue;
                         }
-                        let (hits, explain) = result.unwrap_or_else(|e| panic!("{name} k={k} {strategy}: {e}"));
-                        let got: Vec<(i64, f32)> = hits.iter().map(|h| (h.id.as_i64().expect("id"), h.distance)).collect();
-                        assert_eq!(got, want, "{name} k={k} strategy {strategy} (ran {})", explain.strategy);
+                        let (hits, explain) =
+                            result.unwrap_or_else(|e| panic!("{name} k={k} {strategy}: {e}"));
+                        let got: Vec<(i64, f32)> = hits
+                            .iter()
+                            .map(|h| (h.id.as_i64().expect("id"), h.distance))
+                            .collect();
+                        assert_eq!(
+                            got, want,
+                            "{name} k={k} strategy {strategy} (ran {})",
+                            explain.strategy
+                        );
                     }
                 }
             }
@@ -170,41 +219,92 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
 #[test]
 fn bad_vectors_and_queries_are_refused_and_change_nothing() {
     let db = Db::memory();
-    let coll = db.create_collection(CollectionConfig::new("v").vector("e", 3, Metric::Cosine)).expect("create");
-    coll.insert_one(doc! { "_id": 1, "e": [1.0, 0.0, 0.0] }).expect("insert");
-    for bad in [doc! { "_id": 2, "e": [1.0, 2.0] }, doc! { "_id": 3, "e": [1.0, f64::INFINITY, 0.0] }] {
+    let coll = db
+        .create_collection(CollectionConfig::new("v").vector("e", 3, Metric::Cosine))
+        .expect("create");
+    coll.insert_one(doc! { "_id": 1, "e": [1.0, 0.0, 0.0] })
+        .expect("insert");
+    for bad in [
+        doc! { "_id": 2, "e": [1.0, 2.0] },
+        doc! { "_id": 3, "e": [1.0, f64::INFINITY, 0.0] },
+    ] {
         let err = coll.insert_one(bad).expect_err("refused");
         let msg = err.to_string();
         assert!(msg.contains("\"e\"") && msg.contains("collection \"v\""), "{msg}");
     }
-    let err = coll.insert_many([doc! { "_id": 4, "e": [1.0, 1.0, 1.0] }, doc! { "_id": 5, "e": [f64::NAN, 0.0, 0.0] }]).expect_err("refused");
+    let err = coll
+        .insert_many([
+            doc! { "_id": 4, "e": [1.0, 1.0, 1.0] },
+            doc! { "_id": 5, "e": [f64::NAN, 0.0, 0.0] },
+        ])
+        .expect_err("refused");
     assert!(err.to_string().contains("finite"), "{err}");
-    assert_eq!(coll.count(doc! {}).expect("count"), 1, "nothing of a refused batch was written");
-    assert!(coll.search("e", &[1.0, 0.0]).run().is_err(), "a query of the wrong dimension");
-    assert!(coll.search("e", &[f32::NAN, 0.0, 0.0]).run().is_err(), "a NaN query");
+    assert_eq!(
+        coll.count(doc! {}).expect("count"),
+        1,
+        "nothing of a refused batch was written"
+    );
+    assert!(
+        coll.search("e", &[1.0, 0.0]).run().is_err(),
+        "a query of the wrong dimension"
+    );
+    assert!(
+        coll.search("e", &[f32::NAN, 0.0, 0.0]).run().is_err(),
+        "a NaN query"
+    );
     assert!(coll.search("e", &[1.0, 0.0, 0.0]).k(0).run().is_err(), "k = 0");
-    let err = coll.search("nope", &[1.0, 0.0, 0.0]).run().expect_err("unknown field");
+    let err = coll
+        .search("nope", &[1.0, 0.0, 0.0])
+        .run()
+        .expect_err("unknown field");
     assert!(err.to_string().contains("nope"), "{err}");
     let hits = coll.search("e", &[0.0, 1.0, 0.0]).k(5).run().expect("search");
-    assert_eq!(hits.len(), 1, "fewer hits than k when fewer documents have vectors");
-    assert!((hits[0].distance - 1.0).abs() < 1e-6, "cosine distance of orthogonal vectors is 1");
+    assert_eq!(
+        hits.len(),
+        1,
+        "fewer hits than k when fewer documents have vectors"
+    );
+    assert!(
+        (hits[0].distance - 1.0).abs() < 1e-6,
+        "cosine distance of orthogonal vectors is 1"
+    );
 }
 
 #[test]
 fn updates_and_deletes_keep_search_in_step_and_snapshots_stay_put() {
     let db = Db::memory();
-    let coll = db.create_collection(CollectionConfig::new("u").index("g").vector("e", 2, Metric::L2)).expect("create");
-    coll.insert_many((0..50i64).map(|i| doc! { "_id": i, "g": i % 5, "e": [i as f64, 0.0] })).expect("insert");
+    let coll = db
+        .create_collection(CollectionConfig::new("u").index("g").vector("e", 2, Metric::L2))
+        .expect("create");
+    coll.insert_many((0..50i64).map(|i| doc! { "_id": i, "g": i % 5, "e": [i as f64, 0.0] }))
+        .expect("insert");
     let near = |q: f32| -> Vec<i64> {
-        coll.search("e", &[q, 0.0]).k(3).run().expect("search").iter().map(|h| h.id.as_i64().expect("id")).collect()
+        coll.search("e", &[q, 0.0])
+            .k(3)
+            .run()
+            .expect("search")
+            .iter()
+            .map(|h| h.id.as_i64().expect("id"))
+            .collect()
     };
     assert_eq!(near(10.2), vec![10, 11, 9]);
-    coll.update_one(doc! { "_id": 10 }, doc! { "$set": { "e": [100.0, 0.0] } }, false).expect("update");
+    coll.update_one(doc! { "_id": 10 }, doc! { "$set": { "e": [100.0, 0.0] } }, false)
+        .expect("update");
     assert_eq!(near(10.2), vec![11, 9, 12]);
     coll.delete_one(doc! { "_id": 11 }).expect("delete");
     assert_eq!(near(10.2), vec![9, 12, 8]);
-    coll.update_many(doc! { "g": 2 }, doc! { "$set": { "x": 1 } }, false).expect("update others");
-    assert_eq!(near(100.0), vec![10, 49, 48], "an update of other fields keeps the vector");
-    coll.replace_one(doc! { "_id": 49 }, doc! { "g": 4 }, false).expect("replace without vector");
-    assert_eq!(near(100.0), vec![10, 48, 47], "a replacement without the field drops the vector");
+    coll.update_many(doc! { "g": 2 }, doc! { "$set": { "x": 1 } }, false)
+        .expect("update others");
+    assert_eq!(
+        near(100.0),
+        vec![10, 49, 48],
+        "an update of other fields keeps the vector"
+    );
+    coll.replace_one(doc! { "_id": 49 }, doc! { "g": 4 }, false)
+        .expect("replace without vector");
+    assert_eq!(
+        near(100.0),
+        vec![10, 48, 47],
+        "a replacement without the field drops the vector"
+    );
 }

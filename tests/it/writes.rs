@@ -9,7 +9,9 @@ use slate::{Collection, CollectionConfig, Error, UpdateResult};
 use crate::{assert_same_docs, backends, TestDb};
 
 fn collection(t: &TestDb, name: &str, docs: Vec<Document>) -> Collection {
-    let coll = t.db.create_collection(CollectionConfig::new(name).index("status").index("tags")).expect("create");
+    let coll =
+        t.db.create_collection(CollectionConfig::new(name).index("status").index("tags"))
+            .expect("create");
     if !docs.is_empty() {
         coll.insert_many(docs).expect("insert_many");
     }
@@ -40,25 +42,44 @@ fn three() -> Vec<Document> {
 fn insert_one_and_get() {
     for t in backends() {
         let coll = collection(&t, "c", Vec::new());
-        assert_eq!(coll.insert_one(doc! { "_id": "k", "v": 1 }).expect("insert"), Bson::from("k"));
-        let id = coll.insert_one(doc! { "v": 2, "w": { "z": null } }).expect("insert");
-        let Bson::ObjectId(oid) = id else { panic!("[{}] generated id {id:?}", t.backend) };
+        assert_eq!(
+            coll.insert_one(doc! { "_id": "k", "v": 1 }).expect("insert"),
+            Bson::from("k")
+        );
+        let id = coll
+            .insert_one(doc! { "v": 2, "w": { "z": null } })
+            .expect("insert");
+        let Bson::ObjectId(oid) = id else {
+            panic!("[{}] generated id {id:?}", t.backend)
+        };
         // The generated _id comes first, the fields follow in their order.
         let got = coll.get(oid).expect("get").expect("present");
-        assert_same_docs(&[got], &[doc! { "_id": oid, "v": 2, "w": { "z": null } }], t.backend);
+        assert_same_docs(
+            &[got],
+            &[doc! { "_id": oid, "v": 2, "w": { "z": null } }],
+            t.backend,
+        );
         assert_eq!(coll.get("nope").expect("get"), None);
         assert_eq!(coll.count(doc! {}).expect("count"), 2);
         // A second insert of an existing id fails and changes nothing.
         match coll.insert_one(doc! { "_id": "k", "v": 9 }) {
             Err(Error::Core(CoreError::DuplicateId { collection, id })) => {
-                assert_eq!((collection.as_str(), id.as_str()), ("c", "\"k\""), "[{}]", t.backend)
+                assert_eq!(
+                    (collection.as_str(), id.as_str()),
+                    ("c", "\"k\""),
+                    "[{}]",
+                    t.backend
+                )
             }
             other => panic!("[{}] duplicate insert_one: {other:?}", t.backend),
         }
         assert_eq!(coll.get("k").expect("get"), Some(doc! { "_id": "k", "v": 1 }));
         // An _id type that cannot be a key is refused.
         assert!(
-            matches!(coll.insert_one(doc! { "_id": 1.5 }), Err(Error::Core(CoreError::InvalidId { .. }))),
+            matches!(
+                coll.insert_one(doc! { "_id": 1.5 }),
+                Err(Error::Core(CoreError::InvalidId { .. }))
+            ),
             "[{}] a double _id",
             t.backend
         );
@@ -71,7 +92,12 @@ fn insert_many_with_a_duplicate_writes_nothing() {
     for t in backends() {
         let coll = collection(&t, "c", three());
         let before = all(&coll);
-        let batch = vec![doc! { "_id": 10, "status": "a" }, doc! { "_id": 11 }, doc! { "_id": 2 }, doc! { "_id": 12 }];
+        let batch = vec![
+            doc! { "_id": 10, "status": "a" },
+            doc! { "_id": 11 },
+            doc! { "_id": 2 },
+            doc! { "_id": 12 },
+        ];
         match coll.insert_many(batch) {
             Err(Error::Core(CoreError::DuplicateId { collection, id })) => {
                 assert_eq!((collection.as_str(), id.as_str()), ("c", "2"), "[{}]", t.backend);
@@ -79,15 +105,28 @@ fn insert_many_with_a_duplicate_writes_nothing() {
             other => panic!("[{}] insert_many with a taken id: {other:?}", t.backend),
         }
         // A duplicate inside the batch itself: the same.
-        let err = coll.insert_many(vec![doc! { "_id": 20 }, doc! { "_id": 20i64 }]).expect_err("duplicate in batch");
-        assert!(err.to_string().contains("duplicate _id 20"), "[{}] {err}", t.backend);
+        let err = coll
+            .insert_many(vec![doc! { "_id": 20 }, doc! { "_id": 20i64 }])
+            .expect_err("duplicate in batch");
+        assert!(
+            err.to_string().contains("duplicate _id 20"),
+            "[{}] {err}",
+            t.backend
+        );
         assert_eq!(coll.count(doc! {}).expect("count"), 3, "[{}]", t.backend);
-        assert_eq!(coll.count(doc! { "status": "a" }).expect("count"), 2, "[{}] index untouched", t.backend);
+        assert_eq!(
+            coll.count(doc! { "status": "a" }).expect("count"),
+            2,
+            "[{}] index untouched",
+            t.backend
+        );
         assert_eq!(coll.get(10).expect("get"), None);
         assert_eq!(coll.get(20).expect("get"), None);
         assert_same_docs(&all(&coll), &before, t.backend);
 
-        let ids = coll.insert_many(vec![doc! { "_id": 10 }, doc! { "x": 1 }]).expect("insert_many");
+        let ids = coll
+            .insert_many(vec![doc! { "_id": 10 }, doc! { "x": 1 }])
+            .expect("insert_many");
         assert_eq!(ids[0], Bson::Int32(10));
         assert!(matches!(ids[1], Bson::ObjectId(_)), "{ids:?}");
         assert_eq!(coll.count(doc! {}).expect("count"), 5);
@@ -98,10 +137,20 @@ fn insert_many_with_a_duplicate_writes_nothing() {
 fn get_many_keeps_the_order_asked() {
     for t in backends() {
         let coll = collection(&t, "c", three());
-        let got = coll.get_many(&[Bson::Int32(3), Bson::Int32(99), Bson::Int64(1), Bson::from("x")]).expect("get_many");
+        let got = coll
+            .get_many(&[Bson::Int32(3), Bson::Int32(99), Bson::Int64(1), Bson::from("x")])
+            .expect("get_many");
         let docs = three();
-        assert_eq!(got, vec![Some(docs[2].clone()), None, Some(docs[0].clone()), None], "[{}]", t.backend);
-        assert_eq!(coll.get_many(&[]).expect("get_many"), Vec::<Option<Document>>::new());
+        assert_eq!(
+            got,
+            vec![Some(docs[2].clone()), None, Some(docs[0].clone()), None],
+            "[{}]",
+            t.backend
+        );
+        assert_eq!(
+            coll.get_many(&[]).expect("get_many"),
+            Vec::<Option<Document>>::new()
+        );
     }
 }
 
@@ -110,26 +159,54 @@ fn replace_one_with_and_without_upsert() {
     for t in backends() {
         let coll = collection(&t, "c", three());
         // The first match in _id order is replaced; the _id is kept and put first.
-        let r = coll.replace_one(doc! { "status": "a" }, doc! { "status": "c", "k": [1] }, false).expect("replace");
+        let r = coll
+            .replace_one(doc! { "status": "a" }, doc! { "status": "c", "k": [1] }, false)
+            .expect("replace");
         assert_eq!(r, updated(1, 1, None), "[{}]", t.backend);
-        assert_eq!(coll.get(1).expect("get"), Some(doc! { "_id": 1, "status": "c", "k": [1] }));
-        assert_eq!(coll.count(doc! { "status": "a" }).expect("count"), 1, "[{}] index follows", t.backend);
-        assert_eq!(coll.count(doc! { "tags": "x" }).expect("count"), 0, "[{}] old index entries gone", t.backend);
+        assert_eq!(
+            coll.get(1).expect("get"),
+            Some(doc! { "_id": 1, "status": "c", "k": [1] })
+        );
+        assert_eq!(
+            coll.count(doc! { "status": "a" }).expect("count"),
+            1,
+            "[{}] index follows",
+            t.backend
+        );
+        assert_eq!(
+            coll.count(doc! { "tags": "x" }).expect("count"),
+            0,
+            "[{}] old index entries gone",
+            t.backend
+        );
 
         // No match, no upsert: nothing.
-        let r = coll.replace_one(doc! { "status": "zz" }, doc! { "v": 1 }, false).expect("replace");
+        let r = coll
+            .replace_one(doc! { "status": "zz" }, doc! { "v": 1 }, false)
+            .expect("replace");
         assert_eq!(r, updated(0, 0, None));
         assert_eq!(coll.count(doc! {}).expect("count"), 3);
 
         // No match, upsert: the replacement is inserted.
-        let r = coll.replace_one(doc! { "status": "zz" }, doc! { "_id": 7, "status": "zz" }, true).expect("upsert");
+        let r = coll
+            .replace_one(doc! { "status": "zz" }, doc! { "_id": 7, "status": "zz" }, true)
+            .expect("upsert");
         assert_eq!(r, updated(0, 0, Some(Bson::Int32(7))), "[{}]", t.backend);
-        assert_eq!(coll.find(doc! { "status": "zz" }).run().expect("find"), vec![doc! { "_id": 7, "status": "zz" }]);
+        assert_eq!(
+            coll.find(doc! { "status": "zz" }).run().expect("find"),
+            vec![doc! { "_id": 7, "status": "zz" }]
+        );
 
         // A replacement may not change the _id; nothing changes.
         let before = all(&coll);
-        let err = coll.replace_one(doc! { "_id": 2 }, doc! { "_id": 5, "v": 1 }, false).expect_err("changes _id");
-        assert!(matches!(err, Error::Core(CoreError::InvalidDocument { .. })), "[{}] {err:?}", t.backend);
+        let err = coll
+            .replace_one(doc! { "_id": 2 }, doc! { "_id": 5, "v": 1 }, false)
+            .expect_err("changes _id");
+        assert!(
+            matches!(err, Error::Core(CoreError::InvalidDocument { .. })),
+            "[{}] {err:?}",
+            t.backend
+        );
         assert_same_docs(&all(&coll), &before, t.backend);
     }
 }
@@ -139,9 +216,16 @@ fn replace_one_upsert_takes_the_id_from_the_filter() {
     // MongoDB: with no _id in the replacement, an upsert uses the filter's _id equality.
     for t in backends() {
         let coll = collection(&t, "c", three());
-        let r = coll.replace_one(doc! { "_id": 77 }, doc! { "status": "new" }, true).expect("upsert");
+        let r = coll
+            .replace_one(doc! { "_id": 77 }, doc! { "status": "new" }, true)
+            .expect("upsert");
         assert_eq!(r.upserted_id, Some(Bson::Int32(77)), "[{}]", t.backend);
-        assert_eq!(coll.get(77).expect("get"), Some(doc! { "_id": 77, "status": "new" }), "[{}]", t.backend);
+        assert_eq!(
+            coll.get(77).expect("get"),
+            Some(doc! { "_id": 77, "status": "new" }),
+            "[{}]",
+            t.backend
+        );
     }
 }
 
@@ -164,10 +248,16 @@ fn update_operators_on_dot_paths() {
             "tags": ["x", "y", "x"],
             "s": null,
         };
-        assert_same_docs(&[coll.get(1).expect("get").expect("doc")], &[want], &format!("[{}] $set/$inc", t.backend));
+        assert_same_docs(
+            &[coll.get(1).expect("get").expect("doc")],
+            &[want],
+            &format!("[{}] $set/$inc", t.backend),
+        );
 
-        one(doc! { "$push": { "tags": "z", "a.c": { "$each": [4, 5] }, "new.list": 1 }, "$pull": { "a.c.x": 1 } });
-        one(doc! { "$pull": { "tags": "x", "a.c": { "$gte": 3 } }, "$unset": { "a.b": "", "missing.path": "" } });
+        one(doc! { "$push": { "tags": "z", "a.c": { "$each": [4, 5] }, "new.list": 1 } });
+        one(
+            doc! { "$pull": { "tags": "x", "a.c": { "$gte": 3 } }, "$unset": { "a.b": "", "missing.path": "" } },
+        );
         one(doc! { "$inc": { "n": 0.5 } });
         let want = doc! {
             "_id": 1,
@@ -177,14 +267,26 @@ fn update_operators_on_dot_paths() {
             "s": null,
             "new": { "list": [1] },
         };
-        assert_same_docs(&[coll.get(1).expect("get").expect("doc")], &[want], &format!("[{}] $push/$pull/$unset", t.backend));
+        assert_same_docs(
+            &[coll.get(1).expect("get").expect("doc")],
+            &[want],
+            &format!("[{}] $push/$pull/$unset", t.backend),
+        );
 
         // The index follows the update.
-        assert_eq!(coll.find(doc! { "tags": "x" }).run().expect("find"), Vec::<Document>::new());
+        assert_eq!(
+            coll.find(doc! { "tags": "x" }).run().expect("find"),
+            Vec::<Document>::new()
+        );
         assert_eq!(coll.count(doc! { "tags": "z" }).expect("count"), 1);
 
         // Setting a value to what it is matches without modifying.
-        assert_eq!(one(doc! { "$set": { "n": 7.5 } }), updated(1, 0, None), "[{}]", t.backend);
+        assert_eq!(
+            one(doc! { "$set": { "n": 7.5 } }),
+            updated(1, 0, None),
+            "[{}]",
+            t.backend
+        );
     }
 }
 
@@ -192,11 +294,25 @@ fn update_operators_on_dot_paths() {
 fn update_many_and_its_counts() {
     for t in backends() {
         let coll = collection(&t, "c", three());
-        let r = coll.update_many(doc! { "status": "a" }, doc! { "$set": { "seen": true } }, false).expect("update");
+        let r = coll
+            .update_many(doc! { "status": "a" }, doc! { "$set": { "seen": true } }, false)
+            .expect("update");
         assert_eq!(r, updated(2, 2, None), "[{}]", t.backend);
-        let r = coll.update_many(doc! { "n": { "$gte": 2 } }, doc! { "$set": { "seen": true } }, false).expect("update");
+        let r = coll
+            .update_many(
+                doc! { "n": { "$gte": 2 } },
+                doc! { "$set": { "seen": true } },
+                false,
+            )
+            .expect("update");
         assert_eq!(r, updated(2, 1, None), "[{}] doc 3 already had it", t.backend);
-        let r = coll.update_many(doc! { "status": "none" }, doc! { "$set": { "seen": true } }, false).expect("update");
+        let r = coll
+            .update_many(
+                doc! { "status": "none" },
+                doc! { "$set": { "seen": true } },
+                false,
+            )
+            .expect("update");
         assert_eq!(r, updated(0, 0, None));
         let want = vec![
             doc! { "_id": 1, "status": "a", "n": 1, "tags": ["x", "y"], "seen": true },
@@ -206,13 +322,26 @@ fn update_many_and_its_counts() {
         assert_same_docs(&all(&coll), &want, t.backend);
 
         // Changing the indexed field moves documents between index entries.
-        let r = coll.update_many(doc! { "status": "a" }, doc! { "$set": { "status": "b" } }, false).expect("update");
+        let r = coll
+            .update_many(doc! { "status": "a" }, doc! { "$set": { "status": "b" } }, false)
+            .expect("update");
         assert_eq!(r.modified, 2);
-        assert_eq!(coll.count(doc! { "status": "a" }).expect("count"), 0, "[{}]", t.backend);
-        assert_eq!(coll.count(doc! { "status": "b" }).expect("count"), 3, "[{}]", t.backend);
+        assert_eq!(
+            coll.count(doc! { "status": "a" }).expect("count"),
+            0,
+            "[{}]",
+            t.backend
+        );
+        assert_eq!(
+            coll.count(doc! { "status": "b" }).expect("count"),
+            3,
+            "[{}]",
+            t.backend
+        );
 
         // $inc on a string in one of the matches: none of them changes.
-        coll.update_one(doc! { "_id": 2 }, doc! { "$set": { "n": "text" } }, false).expect("update");
+        coll.update_one(doc! { "_id": 2 }, doc! { "$set": { "n": "text" } }, false)
+            .expect("update");
         let before = all(&coll);
         match coll.update_many(doc! {}, doc! { "$inc": { "n": 1 } }, false) {
             Err(Error::Query(QueryError::Update(UpdateError::PathConflict { op, path, .. }))) => {
@@ -220,7 +349,11 @@ fn update_many_and_its_counts() {
             }
             other => panic!("[{}] $inc on a string: {other:?}", t.backend),
         }
-        assert_same_docs(&all(&coll), &before, &format!("[{}] failed update_many", t.backend));
+        assert_same_docs(
+            &all(&coll),
+            &before,
+            &format!("[{}] failed update_many", t.backend),
+        );
     }
 }
 
@@ -229,20 +362,40 @@ fn upsert_builds_the_document_from_the_filter() {
     for t in backends() {
         let coll = collection(&t, "c", three());
         let filter = doc! { "status": "new", "m.x": 5, "n": { "$gt": 1 }, "e": { "$eq": [1, 2] }, "$or": [ { "z": 1 } ] };
-        let r = coll.update_one(filter.clone(), doc! { "$set": { "k": 1 }, "$inc": { "c": 2 } }, true).expect("upsert");
-        let Some(Bson::ObjectId(oid)) = r.upserted_id else { panic!("[{}] upsert result {r:?}", t.backend) };
+        let r = coll
+            .update_one(
+                filter.clone(),
+                doc! { "$set": { "k": 1 }, "$inc": { "c": 2 } },
+                true,
+            )
+            .expect("upsert");
+        let Some(Bson::ObjectId(oid)) = r.upserted_id else {
+            panic!("[{}] upsert result {r:?}", t.backend)
+        };
         assert_eq!((r.matched, r.modified), (0, 0));
         let want = doc! { "_id": oid, "status": "new", "m": { "x": 5 }, "e": [1, 2], "k": 1, "c": 2 };
-        assert_same_docs(&[coll.get(oid).expect("get").expect("doc")], &[want], &format!("[{}] upserted", t.backend));
+        assert_same_docs(
+            &[coll.get(oid).expect("get").expect("doc")],
+            &[want],
+            &format!("[{}] upserted", t.backend),
+        );
         assert_eq!(coll.count(doc! { "status": "new" }).expect("count"), 1);
 
         // The filter's _id is the new document's.
-        let r = coll.update_many(doc! { "_id": 42, "s": "x" }, doc! { "$push": { "l": 1 } }, true).expect("upsert");
+        let r = coll
+            .update_many(doc! { "_id": 42, "s": "x" }, doc! { "$push": { "l": 1 } }, true)
+            .expect("upsert");
         assert_eq!(r.upserted_id, Some(Bson::Int32(42)), "[{}]", t.backend);
-        assert_same_docs(&[coll.get(42).expect("get").expect("doc")], &[doc! { "_id": 42, "s": "x", "l": [1] }], t.backend);
+        assert_same_docs(
+            &[coll.get(42).expect("get").expect("doc")],
+            &[doc! { "_id": 42, "s": "x", "l": [1] }],
+            t.backend,
+        );
 
         // A match: an ordinary update, no insert.
-        let r = coll.update_one(doc! { "_id": 42, "s": "x" }, doc! { "$push": { "l": 2 } }, true).expect("update");
+        let r = coll
+            .update_one(doc! { "_id": 42, "s": "x" }, doc! { "$push": { "l": 2 } }, true)
+            .expect("update");
         assert_eq!(r, updated(1, 1, None));
         assert_eq!(coll.count(doc! {}).expect("count"), 5);
     }
@@ -252,18 +405,43 @@ fn upsert_builds_the_document_from_the_filter() {
 fn delete_one_and_delete_many() {
     for t in backends() {
         let coll = collection(&t, "c", three());
-        assert_eq!(coll.delete_one(doc! { "status": "a" }).expect("delete"), 1, "[{}]", t.backend);
-        assert_eq!(coll.get(1).expect("get"), None, "[{}] the first in _id order", t.backend);
+        assert_eq!(
+            coll.delete_one(doc! { "status": "a" }).expect("delete"),
+            1,
+            "[{}]",
+            t.backend
+        );
+        assert_eq!(
+            coll.get(1).expect("get"),
+            None,
+            "[{}] the first in _id order",
+            t.backend
+        );
         assert_eq!(coll.delete_one(doc! { "status": "none" }).expect("delete"), 0);
-        coll.insert_many(vec![doc! { "_id": 4, "status": "b" }, doc! { "_id": 5, "status": "b", "tags": "x" }])
-            .expect("insert");
-        assert_eq!(coll.delete_many(doc! { "status": "b", "tags": { "$exists": true } }).expect("delete"), 2);
+        coll.insert_many(vec![
+            doc! { "_id": 4, "status": "b" },
+            doc! { "_id": 5, "status": "b", "tags": "x" },
+        ])
+        .expect("insert");
+        assert_eq!(
+            coll.delete_many(doc! { "status": "b", "tags": { "$exists": true } })
+                .expect("delete"),
+            2
+        );
         assert_same_docs(
             &all(&coll),
-            &[doc! { "_id": 3, "status": "a", "n": 3i64 }, doc! { "_id": 4, "status": "b" }],
+            &[
+                doc! { "_id": 3, "status": "a", "n": 3i64 },
+                doc! { "_id": 4, "status": "b" },
+            ],
             t.backend,
         );
-        assert_eq!(coll.count(doc! { "tags": "x" }).expect("count"), 0, "[{}] index entries gone", t.backend);
+        assert_eq!(
+            coll.count(doc! { "tags": "x" }).expect("count"),
+            0,
+            "[{}] index entries gone",
+            t.backend
+        );
         assert_eq!(coll.delete_many(doc! {}).expect("delete"), 2);
         assert_eq!(coll.count(doc! {}).expect("count"), 0);
         assert_eq!(all(&coll), Vec::<Document>::new());
@@ -281,11 +459,25 @@ fn transactions_commit_atomically_and_roll_back_on_err() {
             .transaction(|txn| {
                 txn.insert("a", doc! { "_id": 4, "status": "a" })?;
                 txn.insert("b", doc! { "_id": 1, "from": "txn" })?;
-                let r = txn.update("a", &[Part::none()], &doc! { "status": "a" }, &doc! { "$set": { "k": 1 } }, true, false)?;
+                let r = txn.update(
+                    "a",
+                    &[Part::none()],
+                    &doc! { "status": "a" },
+                    &doc! { "$set": { "k": 1 } },
+                    true,
+                    false,
+                )?;
                 // The transaction reads its own writes; readers outside it do not.
-                assert_eq!(txn.get("b", &Part::none(), &Bson::Int32(1))?, Some(doc! { "_id": 1, "from": "txn" }));
+                assert_eq!(
+                    txn.get("b", &Part::none(), &Bson::Int32(1))?,
+                    Some(doc! { "_id": 1, "from": "txn" })
+                );
                 assert_eq!(b.count(doc! {})?, 0, "an uncommitted write is visible outside");
-                assert_eq!(a.count(doc! { "k": 1 })?, 0, "an uncommitted write is visible outside");
+                assert_eq!(
+                    a.count(doc! { "k": 1 })?,
+                    0,
+                    "an uncommitted write is visible outside"
+                );
                 Ok(r.matched)
             })
             .expect("commit");
@@ -299,19 +491,31 @@ fn transactions_commit_atomically_and_roll_back_on_err() {
             txn.insert("b", doc! { "_id": 2 })?;
             txn.delete("a", &[Part::none()], &doc! {}, true)?;
             txn.create_index("b", "x")?;
-            Err(Error::Core(CoreError::InvalidPartition { reason: "abort".into() }))
+            Err(Error::Core(CoreError::InvalidPartition {
+                reason: "abort".into(),
+            }))
         });
-        assert!(matches!(out, Err(Error::Core(CoreError::InvalidPartition { .. }))), "{out:?}");
+        assert!(
+            matches!(out, Err(Error::Core(CoreError::InvalidPartition { .. }))),
+            "{out:?}"
+        );
         assert_same_docs(&all(&a), &before_a, &format!("[{}] rolled back", t.backend));
         assert_same_docs(&all(&b), &before_b, &format!("[{}] rolled back", t.backend));
-        assert!(b.config().expect("config").indexes.iter().all(|f| f != "x"), "[{}] index rolled back", t.backend);
+        assert!(
+            b.config().expect("config").indexes.iter().all(|f| f != "x"),
+            "[{}] index rolled back",
+            t.backend
+        );
 
         // A failing write inside the closure, propagated with `?`: the same.
         let out = db.transaction(|txn| {
             txn.insert("b", doc! { "_id": 3 })?;
             txn.insert("a", doc! { "_id": 1 })
         });
-        assert!(matches!(out, Err(Error::Core(CoreError::DuplicateId { .. }))), "{out:?}");
+        assert!(
+            matches!(out, Err(Error::Core(CoreError::DuplicateId { .. }))),
+            "{out:?}"
+        );
         assert_eq!(b.get(3).expect("get"), None, "[{}]", t.backend);
 
         // begin/commit and begin/drop.
@@ -330,7 +534,9 @@ fn transactions_commit_atomically_and_roll_back_on_err() {
 fn assert_unknown_update_op(out: slate::Result<UpdateResult>, want: &str, backend: &str) {
     match out {
         Err(e @ Error::Query(QueryError::Update(UpdateError::UnknownOperator { .. }))) => {
-            let Error::Query(QueryError::Update(UpdateError::UnknownOperator { op })) = &e else { unreachable!() };
+            let Error::Query(QueryError::Update(UpdateError::UnknownOperator { op })) = &e else {
+                unreachable!()
+            };
             assert_eq!(op, want, "[{backend}]");
             assert!(e.to_string().contains(want), "[{backend}] message {e}");
         }
@@ -338,7 +544,12 @@ fn assert_unknown_update_op(out: slate::Result<UpdateResult>, want: &str, backen
     }
 }
 
-fn assert_unknown_filter_op<T: std::fmt::Debug>(out: slate::Result<T>, want_op: &str, want_path: &str, backend: &str) {
+fn assert_unknown_filter_op<T: std::fmt::Debug>(
+    out: slate::Result<T>,
+    want_op: &str,
+    want_path: &str,
+    backend: &str,
+) {
     match out {
         Err(e @ Error::Query(QueryError::Filter(FilterError::UnknownOperator { .. }))) => {
             let Error::Query(QueryError::Filter(FilterError::UnknownOperator { op, path })) = &e else {
@@ -358,13 +569,27 @@ fn bad_updates_and_filters_are_typed_errors_and_change_nothing() {
         let before = all(&coll);
         let b = t.backend;
 
-        assert_unknown_update_op(coll.update_one(doc! { "_id": 1 }, doc! { "$foo": { "n": 1 } }, false), "$foo", b);
-        assert_unknown_update_op(coll.update_many(doc! {}, doc! { "$set": { "n": 1 }, "$foo": { "n": 1 } }, true), "$foo", b);
-        assert_unknown_update_op(coll.update_one(doc! { "_id": 99 }, doc! { "$foo": { "n": 1 } }, true), "$foo", b);
+        assert_unknown_update_op(
+            coll.update_one(doc! { "_id": 1 }, doc! { "$foo": { "n": 1 } }, false),
+            "$foo",
+            b,
+        );
+        assert_unknown_update_op(
+            coll.update_many(doc! {}, doc! { "$set": { "n": 1 }, "$foo": { "n": 1 } }, true),
+            "$foo",
+            b,
+        );
+        assert_unknown_update_op(
+            coll.update_one(doc! { "_id": 99 }, doc! { "$foo": { "n": 1 } }, true),
+            "$foo",
+            b,
+        );
         assert!(
             matches!(
                 coll.update_one(doc! {}, doc! { "n": 1 }, false),
-                Err(Error::Query(QueryError::Update(UpdateError::NotAnOperator { .. })))
+                Err(Error::Query(QueryError::Update(
+                    UpdateError::NotAnOperator { .. }
+                )))
             ),
             "[{b}] a replacement given to update"
         );
@@ -380,11 +605,27 @@ fn bad_updates_and_filters_are_typed_errors_and_change_nothing() {
         assert_unknown_filter_op(coll.find(bad.clone()).run(), "$foo", "n", b);
         assert_unknown_filter_op(coll.find(bad.clone()).explain(), "$foo", "n", b);
         assert_unknown_filter_op(coll.count(bad.clone()), "$foo", "n", b);
-        assert_unknown_filter_op(coll.update_many(bad.clone(), doc! { "$set": { "k": 1 } }, true), "$foo", "n", b);
-        assert_unknown_filter_op(coll.replace_one(bad.clone(), doc! { "k": 1 }, true), "$foo", "n", b);
+        assert_unknown_filter_op(
+            coll.update_many(bad.clone(), doc! { "$set": { "k": 1 } }, true),
+            "$foo",
+            "n",
+            b,
+        );
+        assert_unknown_filter_op(
+            coll.replace_one(bad.clone(), doc! { "k": 1 }, true),
+            "$foo",
+            "n",
+            b,
+        );
         assert_unknown_filter_op(coll.delete_many(bad), "$foo", "n", b);
         assert_unknown_filter_op(coll.delete_one(doc! { "$foo": [ { "n": 1 } ] }), "$foo", "", b);
-        assert_unknown_filter_op(coll.find(doc! { "$or": [ { "m": { "$elemMatch": { "x": { "$bar": 1 } } } } ] }).run(), "$bar", "m.x", b);
+        assert_unknown_filter_op(
+            coll.find(doc! { "$or": [ { "m": { "$elemMatch": { "x": { "$bar": 1 } } } } ] })
+                .run(),
+            "$bar",
+            "m.x",
+            b,
+        );
         match coll.find(doc! { "s": { "$regex": "a" } }).run() {
             Err(Error::Query(QueryError::Filter(FilterError::Unsupported { op, path, .. }))) => {
                 assert_eq!((op.as_str(), path.as_str()), ("$regex", "s"))
@@ -398,7 +639,9 @@ fn bad_updates_and_filters_are_typed_errors_and_change_nothing() {
             other => panic!("[{b}] $in: 1: {other:?}"),
         }
         match coll.find(doc! {}).sort("n:sideways").run() {
-            Err(Error::Query(QueryError::InvalidQuery { reason })) => assert!(reason.contains("sideways"), "{reason}"),
+            Err(Error::Query(QueryError::InvalidQuery { reason })) => {
+                assert!(reason.contains("sideways"), "{reason}")
+            }
             other => panic!("[{b}] bad sort: {other:?}"),
         }
 

@@ -21,11 +21,19 @@ const BATCH: usize = 256;
 
 enum State {
     /// Scanning partition `part` from key `from`.
-    Scan { part: usize, from: Option<Vec<u8>> },
+    Scan {
+        part: usize,
+        from: Option<Vec<u8>>,
+    },
     /// Reading the keys the ID tier produced.
-    Keys { keys: Vec<Vec<u8>>, pos: usize },
+    Keys {
+        keys: Vec<Vec<u8>>,
+        pos: usize,
+    },
     /// Projecting sorted documents `(key, bytes)`.
-    Sorted { docs: std::vec::IntoIter<(Vec<u8>, Vec<u8>)> },
+    Sorted {
+        docs: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    },
     Done,
 }
 
@@ -55,7 +63,10 @@ pub struct Cursor<'t> {
 
 impl std::fmt::Debug for Cursor<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cursor").field("collection", &self.plan.collection).field("stats", &self.stats).finish()
+        f.debug_struct("Cursor")
+            .field("collection", &self.plan.collection)
+            .field("stats", &self.stats)
+            .finish()
     }
 }
 
@@ -72,7 +83,12 @@ pub fn source_keys(read: &CollectionRead<'_>, parts: &[Part], source: &Source) -
             }
             Ok(out)
         }
-        Source::IndexScan { field, intervals, multikey, .. } => {
+        Source::IndexScan {
+            field,
+            intervals,
+            multikey,
+            ..
+        } => {
             let mut out = Vec::new();
             let mut seen = HashSet::new();
             let dedupe = *multikey || intervals.len() > 1;
@@ -90,7 +106,9 @@ pub fn source_keys(read: &CollectionRead<'_>, parts: &[Part], source: &Source) -
             Ok(out)
         }
         Source::IndexMerge { op, inputs, .. } => {
-            let mut sets = inputs.iter().map(|s| source_keys(read, parts, s).map(BTreeSet::from_iter));
+            let mut sets = inputs
+                .iter()
+                .map(|s| source_keys(read, parts, s).map(BTreeSet::from_iter));
             let first = sets.next().transpose()?.unwrap_or_default();
             let merged = match op {
                 MergeOp::And => {
@@ -167,7 +185,11 @@ impl<'t> Cursor<'t> {
             let raw = doc.raw()?;
             let keys: Vec<_> = fields.iter().map(|f| sort_key(raw, f)).collect();
             if sorter.would_keep(&keys, &doc.key) {
-                sorter.push(Keyed { keys, doc_key: doc.key.to_vec(), item: doc.bytes.to_vec() });
+                sorter.push(Keyed {
+                    keys,
+                    doc_key: doc.key.to_vec(),
+                    item: doc.bytes.to_vec(),
+                });
             }
             Ok(())
         };
@@ -196,9 +218,11 @@ impl<'t> Cursor<'t> {
             }
         }
         self.stats = stats;
-        drop(offer);
-        let docs: Vec<(Vec<u8>, Vec<u8>)> = sorter.finish().into_iter().map(|k| (k.doc_key, k.item)).collect();
-        Ok(State::Sorted { docs: docs.into_iter() })
+        let docs: Vec<(Vec<u8>, Vec<u8>)> =
+            sorter.finish().into_iter().map(|k| (k.doc_key, k.item)).collect();
+        Ok(State::Sorted {
+            docs: docs.into_iter(),
+        })
     }
 
     /// Takes a matching document: skips, counts the limit, projects.
@@ -222,7 +246,10 @@ impl<'t> Cursor<'t> {
                 State::Done => return Ok(()),
                 State::Sorted { mut docs } => {
                     for (key, bytes) in docs.by_ref().take(BATCH) {
-                        let doc = RawDoc { key: key.into(), bytes: bytes.into() };
+                        let doc = RawDoc {
+                            key: key.into(),
+                            bytes: bytes.into(),
+                        };
                         self.emit(&doc)?;
                     }
                     if docs.len() > 0 {
@@ -245,7 +272,9 @@ impl<'t> Cursor<'t> {
                     }
                 }
                 State::Scan { part, from } => {
-                    let Some(p) = self.parts.get(part).cloned() else { return Ok(()) };
+                    let Some(p) = self.parts.get(part).cloned() else {
+                        return Ok(());
+                    };
                     let read = self.read.clone();
                     let mut last = None;
                     let mut n = 0;
@@ -269,7 +298,10 @@ impl<'t> Cursor<'t> {
                             State::Scan { part, from: Some(k) }
                         }
                         Some(_) => State::Done,
-                        None => State::Scan { part: part + 1, from: None },
+                        None => State::Scan {
+                            part: part + 1,
+                            from: None,
+                        },
                     };
                 }
             }
@@ -315,7 +347,10 @@ pub fn matching_keys(
     filter: Option<&crate::filter::Filter>,
     limit: Option<usize>,
 ) -> Result<Vec<Vec<u8>>> {
-    let spec = crate::plan::FindSpec { filter: filter.cloned(), ..Default::default() };
+    let spec = crate::plan::FindSpec {
+        filter: filter.cloned(),
+        ..Default::default()
+    };
     let plan = crate::plan::plan_find(read, parts, &spec)?;
     let limit = limit.unwrap_or(usize::MAX);
     let mut out = Vec::new();

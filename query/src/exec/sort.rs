@@ -30,34 +30,57 @@ impl SortField {
 }
 
 /// The sort key of a document for one field (MongoDB's rule): the smallest
-/// value at the path when ascending, the largest when descending, array
-/// elements taken one by one; `null` when the path is missing.
+/// value at the path when ascending, the largest when descending, arrays
+/// taken element by element; `null` when the path is missing, `undefined`
+/// (which sorts below `null`) for an empty array.
 pub fn sort_key(doc: &RawDocument, field: &SortField) -> RawBson {
     let mut best: Option<RawBsonRef<'_>> = None;
-    for v in lookup_path(doc, &field.path, LeafArrays::Elements) {
-        let v = match v {
-            PathValue::Missing => RawBsonRef::Null,
-            PathValue::Value(v) => v,
-        };
-        best = Some(match best {
-            None => v,
-            Some(b) => {
-                let ord = compare(v, b);
-                if (ord == Ordering::Less) != field.descending && ord != Ordering::Equal {
-                    v
-                } else {
-                    b
+    for v in lookup_path(doc, &field.path, LeafArrays::Whole) {
+        match v {
+            PathValue::Missing => best = Some(better(best, RawBsonRef::Null, field.descending)),
+            PathValue::Value(RawBsonRef::Array(a)) => {
+                let mut empty = true;
+                for e in a.into_iter().map_while(Result::ok) {
+                    empty = false;
+                    best = Some(better(best, e, field.descending));
+                }
+                if empty {
+                    best = Some(better(best, RawBsonRef::Undefined, field.descending));
                 }
             }
-        });
+            PathValue::Value(v) => best = Some(better(best, v, field.descending)),
+        }
     }
     best.unwrap_or(RawBsonRef::Null).to_raw_bson()
+}
+
+/// The smaller of `best` and `v` (the larger when `descending`); `best` on a tie.
+fn better<'a>(best: Option<RawBsonRef<'a>>, v: RawBsonRef<'a>, descending: bool) -> RawBsonRef<'a> {
+    match best {
+        Some(b) => match compare_values(v, b) {
+            Ordering::Less if !descending => v,
+            Ordering::Greater if descending => v,
+            _ => b,
+        },
+        None => v,
+    }
+}
+
+/// `compare`, except that `undefined` (the key of an empty array) sorts
+/// between MinKey and `null`, as in MongoDB.
+fn compare_values(x: RawBsonRef<'_>, y: RawBsonRef<'_>) -> Ordering {
+    let rank = |v: RawBsonRef<'_>| match v {
+        RawBsonRef::MinKey => 0,
+        RawBsonRef::Undefined => 1,
+        _ => 2,
+    };
+    rank(x).cmp(&rank(y)).then_with(|| compare(x, y))
 }
 
 /// Compares two documents' sort keys field by field.
 pub fn compare_keys(a: &[RawBson], b: &[RawBson], fields: &[SortField]) -> Ordering {
     for ((x, y), f) in a.iter().zip(b).zip(fields) {
-        let ord = compare(x.as_raw_bson_ref(), y.as_raw_bson_ref());
+        let ord = compare_values(x.as_raw_bson_ref(), y.as_raw_bson_ref());
         let ord = if f.descending { ord.reverse() } else { ord };
         if ord != Ordering::Equal {
             return ord;
@@ -142,7 +165,12 @@ impl<T> Ord for HeapEntryBox<'_, T> {
 impl<'f, T> Sorter<'f, T> {
     /// A sorter on `fields`, keeping the first `bound` items if given.
     pub fn new(fields: &'f [SortField], bound: Option<usize>) -> Self {
-        Self { fields, bound, heap: BinaryHeap::new(), all: Vec::new() }
+        Self {
+            fields,
+            bound,
+            heap: BinaryHeap::new(),
+            all: Vec::new(),
+        }
     }
 
     /// Whether an item with these keys would be kept (checked before paying
@@ -168,7 +196,10 @@ impl<'f, T> Sorter<'f, T> {
                 if !self.would_keep(&keyed.keys, &keyed.doc_key) {
                     return;
                 }
-                self.heap.push(HeapEntryBox(HeapEntry { keyed, fields: self.fields }));
+                self.heap.push(HeapEntryBox(HeapEntry {
+                    keyed,
+                    fields: self.fields,
+                }));
                 if self.heap.len() > b {
                     self.heap.pop();
                 }

@@ -51,13 +51,22 @@ fn index_predicates(read: &CollectionRead<'_>, filter: &Filter) -> Result<Vec<In
     for field in &read.config().indexes {
         let multikey = read.is_multikey(field)?;
         if let Some(intervals) = filter.index_bounds(field, multikey) {
-            out.push(IndexPredicate { field: field.clone(), intervals, multikey });
+            out.push(IndexPredicate {
+                field: field.clone(),
+                intervals,
+                multikey,
+            });
         }
     }
     Ok(out)
 }
 
-fn estimate_predicate(read: &CollectionRead<'_>, parts: &[Part], p: &IndexPredicate, cap: u64) -> Result<Source> {
+fn estimate_predicate(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    p: &IndexPredicate,
+    cap: u64,
+) -> Result<Source> {
     let multikey = p.multikey;
     let intervals = p.intervals.clone();
     let mut estimate = 0u64;
@@ -75,7 +84,26 @@ fn estimate_predicate(read: &CollectionRead<'_>, parts: &[Part], p: &IndexPredic
             }
         }
     }
-    Ok(Source::IndexScan { field: p.field.clone(), intervals, estimate, capped, multikey })
+    Ok(Source::IndexScan {
+        field: p.field.clone(),
+        intervals,
+        estimate,
+        capped,
+        multikey,
+    })
+}
+
+/// The most selective index scan that can narrow `filter`, however many
+/// entries it has (a bitmap search wants it even when a plain find would scan).
+pub fn index_source(read: &CollectionRead<'_>, parts: &[Part], filter: &Filter) -> Result<Option<Source>> {
+    let mut best: Option<Source> = None;
+    for p in &index_predicates(read, filter)? {
+        let s = estimate_predicate(read, parts, p, u64::MAX - 1)?;
+        if best.as_ref().is_none_or(|b| s.estimate() < b.estimate()) {
+            best = Some(s);
+        }
+    }
+    Ok(best)
 }
 
 /// Plans a find over `parts` of the collection read by `read`.
@@ -104,9 +132,16 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
                     .cloned()
                     .collect();
                 source = if inputs.len() == 1 {
-                    inputs.into_iter().next().unwrap_or(Source::Scan { estimate: total })
+                    inputs
+                        .into_iter()
+                        .next()
+                        .unwrap_or(Source::Scan { estimate: total })
                 } else {
-                    Source::IndexMerge { op: MergeOp::And, inputs, estimate: best_est }
+                    Source::IndexMerge {
+                        op: MergeOp::And,
+                        inputs,
+                        estimate: best_est,
+                    }
                 };
             }
         }
@@ -136,7 +171,11 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
                     }
                 }
                 if !inputs.is_empty() && sum.saturating_mul(LOOKUP_COST) < total {
-                    source = Source::IndexMerge { op: MergeOp::Or, inputs, estimate: sum };
+                    source = Source::IndexMerge {
+                        op: MergeOp::Or,
+                        inputs,
+                        estimate: sum,
+                    };
                 }
             }
         }

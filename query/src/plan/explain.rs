@@ -37,7 +37,13 @@ fn fmt_interval(iv: &super::Interval) -> String {
 fn source_doc(s: &Source) -> Document {
     match s {
         Source::Scan { estimate } => doc! { "node": "Scan", "estimate": *estimate as i64 },
-        Source::IndexScan { field, intervals, estimate, capped, multikey } => doc! {
+        Source::IndexScan {
+            field,
+            intervals,
+            estimate,
+            capped,
+            multikey,
+        } => doc! {
             "node": "IndexScan",
             "field": field,
             "intervals": intervals.iter().map(|i| Bson::String(fmt_interval(i))).collect::<Vec<_>>(),

@@ -11,15 +11,18 @@
 mod choose;
 mod explain;
 
-pub use choose::{plan_find, FindSpec};
 pub use crate::filter::Interval;
+pub use choose::{index_source, plan_find, FindSpec};
+
+/// One end of a range of encoded values: the value and whether it is included.
+pub type EncodedBound<'a> = (&'a [u8], bool);
 
 /// An interval's ends as the core index scans take them: `(encoded value, inclusive)`.
-pub fn interval_range(iv: &Interval) -> (Option<(&[u8], bool)>, Option<(&[u8], bool)>) {
+pub fn interval_range(iv: &Interval) -> (Option<EncodedBound<'_>>, Option<EncodedBound<'_>>) {
     (bound_end(&iv.start), bound_end(&iv.end))
 }
 
-fn bound_end(b: &std::ops::Bound<Vec<u8>>) -> Option<(&[u8], bool)> {
+fn bound_end(b: &std::ops::Bound<Vec<u8>>) -> Option<EncodedBound<'_>> {
     match b {
         std::ops::Bound::Included(v) => Some((v.as_slice(), true)),
         std::ops::Bound::Excluded(v) => Some((v.as_slice(), false)),
@@ -76,9 +79,9 @@ impl Source {
     /// The estimated number of keys this source yields.
     pub fn estimate(&self) -> u64 {
         match self {
-            Source::Scan { estimate } | Source::IndexScan { estimate, .. } | Source::IndexMerge { estimate, .. } => {
-                *estimate
-            }
+            Source::Scan { estimate }
+            | Source::IndexScan { estimate, .. }
+            | Source::IndexMerge { estimate, .. } => *estimate,
         }
     }
 
