@@ -153,8 +153,11 @@ impl std::fmt::Display for SearchExplain {
 /// 2-core machine at dim 384; documented in BENCHMARKS.md.
 #[derive(Debug, Clone, Copy)]
 pub struct CostModel {
-    /// One document read and checked against the filter.
+    /// One document fetched by key and checked against the filter (a lazy
+    /// check or a verification: a point read).
     pub doc_check: f64,
+    /// One document checked during a sequential scan of the collection.
+    pub doc_scan: f64,
     /// One index key read plus its row lookup.
     pub candidate: f64,
     /// One row skipped by a bitmap test.
@@ -168,6 +171,7 @@ impl CostModel {
         let scale = 384.0 / dim.max(1) as f64;
         Self {
             doc_check: 12.0 * scale,
+            doc_scan: 3.0 * scale,
             candidate: 3.0 * scale,
             mask_skip: 0.02 * scale,
         }
@@ -314,7 +318,7 @@ pub fn search(
         Some(cand * (model.candidate + 1.0) + (k * cand / m.max(1.0)).min(cand) * model.doc_check)
     } else {
         // No index: the raw tier reads every document to find the matches.
-        Some(n * model.doc_check + m)
+        Some(n * model.doc_scan + m)
     };
     let bitmap_cost = if indexed {
         Some(

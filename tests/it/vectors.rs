@@ -308,3 +308,86 @@ fn updates_and_deletes_keep_search_in_step_and_snapshots_stay_put() {
         "a replacement without the field drops the vector"
     );
 }
+
+#[derive(Debug, Clone)]
+enum VecOp {
+    Insert(i64, [i8; 3], i64),
+    SetVector(i64, [i8; 3]),
+    SetGroup(i64, i64),
+    Delete(i64),
+}
+
+fn vec_ops() -> impl proptest::strategy::Strategy<Value = Vec<VecOp>> {
+    use proptest::prelude::*;
+    let v = || proptest::array::uniform3(-5i8..6);
+    let op = prop_oneof![
+        4 => (0..40i64, v(), 0..4i64).prop_map(|(i, v, g)| VecOp::Insert(i, v, g)),
+        2 => (0..40i64, v()).prop_map(|(i, v)| VecOp::SetVector(i, v)),
+        1 => (0..40i64, 0..4i64).prop_map(|(i, g)| VecOp::SetGroup(i, g)),
+        2 => (0..40i64).prop_map(VecOp::Delete),
+    ];
+    proptest::collection::vec(op, 1..80)
+}
+
+fn as_bson(v: &[i8; 3]) -> Bson {
+    Bson::Array(v.iter().map(|x| Bson::Double(f64::from(*x))).collect())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(16))]
+    #[test]
+    fn search_equals_brute_force_after_random_writes_on_both_backends(ops in vec_ops(), q in proptest::array::uniform3(-5i8..6)) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dbs = [Db::memory(), Db::builder(dir.path()).sync(false).open().expect("rocks")];
+        for db in &dbs {
+            let coll = db
+                .create_collection(CollectionConfig::new("r").index("g").vector("v", 3, Metric::L2))
+                .expect("create");
+            let mut model: std::collections::BTreeMap<i64, ([i8; 3], i64)> = Default::default();
+            for op in &ops {
+                match op {
+                    VecOp::Insert(i, v, g) => {
+                        let r = coll.insert_one(doc! { "_id": *i, "v": as_bson(v), "g": *g });
+                        proptest::prop_assert_eq!(r.is_ok(), !model.contains_key(i));
+                        model.entry(*i).or_insert((*v, *g));
+                    }
+                    VecOp::SetVector(i, v) => {
+                        coll.update_one(doc! { "_id": *i }, doc! { "$set": { "v": as_bson(v) } }, false).expect("update");
+                        if let Some(e) = model.get_mut(i) { e.0 = *v; }
+                    }
+                    VecOp::SetGroup(i, g) => {
+                        coll.update_one(doc! { "_id": *i }, doc! { "$set": { "g": *g } }, false).expect("update");
+                        if let Some(e) = model.get_mut(i) { e.1 = *g; }
+                    }
+                    VecOp::Delete(i) => {
+                        coll.delete_one(doc! { "_id": *i }).expect("delete");
+                        model.remove(i);
+                    }
+                }
+            }
+            let query: Vec<f32> = q.iter().map(|x| f32::from(*x)).collect();
+            for filter in [doc! {}, doc! { "g": 1 }, doc! { "g": { "$in": [0, 3] } }] {
+                let want_group = |g: i64| match filter.get("g") {
+                    None => true,
+                    Some(Bson::Int32(x)) => i64::from(*x) == g,
+                    Some(_) => g == 0 || g == 3,
+                };
+                let mut want: Vec<(f32, i64)> = model
+                    .iter()
+                    .filter(|(_, (_, g))| want_group(*g))
+                    .map(|(i, (v, _))| {
+                        let v: Vec<f32> = v.iter().map(|x| f32::from(*x)).collect();
+                        (slate::vector::scalar::distance(Metric::L2, &query, &v), *i)
+                    })
+                    .collect();
+                want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                want.truncate(5);
+                for strategy in [Strategy::Auto, Strategy::Gather, Strategy::Scan] {
+                    let hits = coll.search("v", &query).k(5).filter(filter.clone()).strategy(strategy).run().expect("search");
+                    let got: Vec<(f32, i64)> = hits.iter().map(|h| (h.distance, h.id.as_i64().expect("id"))).collect();
+                    proptest::prop_assert_eq!(&got, &want, "filter {} strategy {}", filter, strategy);
+                }
+            }
+        }
+    }
+}
