@@ -436,14 +436,14 @@ fn candidate_keys(
     Ok(out)
 }
 
-/// Estimates the filter's selectivity from up to 256 rows spread evenly over
+/// Estimates the filter's selectivity from up to 1,024 rows spread evenly over
 /// the cache (their documents are read and checked).
 fn sample_selectivity(view: &CacheView, checker: &Checker<'_, '_>) -> f64 {
     let total = view.len();
     if total == 0 {
         return 0.0;
     }
-    let want = 256.min(total);
+    let want = 1024.min(total);
     let stride = (total / want).max(1);
     let mut seen = 0usize;
     let mut hit = 0usize;
