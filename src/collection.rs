@@ -67,15 +67,50 @@ impl Collection {
         Ok(out)
     }
 
+    /// On a handle scoped to partitions: a document without the partition key
+    /// gets the handle's (single) partition; one naming another partition is
+    /// refused.
+    fn scoped(&self, mut doc: Document, key: Option<&str>) -> Result<Document> {
+        let (Some(values), Some(key)) = (&self.partitions, key) else {
+            return Ok(doc);
+        };
+        match doc.get(key) {
+            None if values.len() == 1 && !key.contains('.') => {
+                doc.insert(key, values[0].clone());
+                Ok(doc)
+            }
+            Some(v) if values.contains(v) => Ok(doc),
+            other => Err(slate_core::Error::InvalidPartition {
+                reason: format!(
+                    "this handle of {:?} addresses partitions {values:?}; the document's {key:?} is {other:?}",
+                    self.name
+                ),
+            }
+            .into()),
+        }
+    }
+
     /// Inserts one document; returns its `_id` (generated when absent).
     pub fn insert_one(&self, doc: Document) -> Result<Bson> {
-        self.db.transaction(|t| t.insert(&self.name, doc))
+        self.insert_many([doc])
+            .map(|mut ids| ids.pop().unwrap_or(Bson::Null))
     }
 
     /// Inserts documents in one commit; if any fails (a duplicate `_id`, a bad
     /// vector), none is written.
     pub fn insert_many(&self, docs: impl IntoIterator<Item = Document>) -> Result<Vec<Bson>> {
-        self.db.transaction(|t| t.insert_many(&self.name, docs))
+        let key = match &self.partitions {
+            Some(_) => self.config()?.partition_key,
+            None => None,
+        };
+        self.db.transaction(|t| {
+            docs.into_iter()
+                .map(|d| {
+                    let d = self.scoped(d, key.as_deref())?;
+                    t.insert(&self.name, d)
+                })
+                .collect()
+        })
     }
 
     /// The document with `_id` `id` (vector fields included).

@@ -229,3 +229,31 @@ fn ids_are_unique_per_partition_and_writes_stay_inside() {
         assert!(problems.is_empty(), "[{b}] {problems:#?}");
     }
 }
+
+#[test]
+fn a_scoped_handle_fills_in_or_refuses_the_partition_on_insert() {
+    let db = slate::Db::memory();
+    let coll = db
+        .create_collection(slate::CollectionConfig::new("scoped").partition_key("tenant"))
+        .expect("create");
+    let acme = coll.partition("acme");
+    acme.insert_one(slate::bson::doc! { "_id": 1, "x": 1 })
+        .expect("filled in");
+    assert_eq!(acme.count(slate::bson::doc! {}).expect("count"), 1);
+    assert_eq!(
+        acme.get(1)
+            .expect("get")
+            .expect("found")
+            .get_str("tenant")
+            .expect("tenant"),
+        "acme"
+    );
+    let err = acme
+        .insert_one(slate::bson::doc! { "_id": 2, "tenant": "bolt" })
+        .expect_err("another tenant's document through acme's handle");
+    assert!(err.to_string().contains("partition"), "{err}");
+    assert_eq!(
+        coll.partition("bolt").count(slate::bson::doc! {}).expect("count"),
+        0
+    );
+}
