@@ -29,7 +29,7 @@ pub use store::{
     begin_write, Batch, Direction, Entry, EntryIter, KeyRange, MemoryStore, Op, RocksStore,
     RocksStoreBuilder, Snapshot, Store,
 };
-pub use vectors::{bson_to_vector, f32s_from_le, vector_to_bson, VectorView};
+pub use vectors::{bson_to_vector, f32s_from_le, set_path, vector_to_bson, VectorView};
 pub use write::{WriteTxn, MAX_DOCUMENT_BYTES};
 
 /// The low-level store transaction (the database one is [`WriteTxn`]).

@@ -238,7 +238,7 @@ fn take_path(doc: &mut Document, path: &str) -> Option<Bson> {
 }
 
 /// Sets the value at dot path `path`, creating nested documents as needed.
-pub(crate) fn set_path(doc: &mut Document, path: &str, value: Bson) {
+pub fn set_path(doc: &mut Document, path: &str, value: Bson) {
     match path.split_once('.') {
         None => {
             doc.insert(path, value);

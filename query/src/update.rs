@@ -351,23 +351,7 @@ pub fn equality_seed(filter: &Document) -> Document {
             },
             other => other.clone(),
         };
-        set_dotted(&mut out, k, value);
+        slate_core::set_path(&mut out, k, value);
     }
     out
-}
-
-fn set_dotted(doc: &mut Document, path: &str, value: Bson) {
-    match path.split_once('.') {
-        None => {
-            doc.insert(path, value);
-        }
-        Some((head, rest)) => {
-            if !matches!(doc.get(head), Some(Bson::Document(_))) {
-                doc.insert(head, Document::new());
-            }
-            if let Some(Bson::Document(inner)) = doc.get_mut(head) {
-                set_dotted(inner, rest, value);
-            }
-        }
-    }
 }
