@@ -8,6 +8,7 @@
 //! lazily. Records failing the filter are never copied or materialised.
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::ops::ControlFlow;
 
 use bson::Document;
 use slate_core::{CollectionRead, Part, RawDoc};
@@ -132,6 +133,52 @@ pub fn source_keys(read: &CollectionRead<'_>, parts: &[Part], source: &Source) -
     }
 }
 
+/// Reads every candidate document of `source` in `parts` (batched multi_get
+/// for index sources, one pass for a scan), checks `filter` on its borrowed
+/// bytes, and hands each match to `f` until `f` breaks. Counts into `stats`.
+fn visit_matches(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    source: &Source,
+    filter: Option<&crate::filter::Filter>,
+    stats: &mut ExecStats,
+    mut f: impl FnMut(&RawDoc<'_>) -> Result<ControlFlow<()>>,
+) -> Result<()> {
+    let mut visit = |doc: &RawDoc<'_>, stats: &mut ExecStats| -> Result<ControlFlow<()>> {
+        stats.docs_read += 1;
+        let pass = match filter {
+            None => true,
+            Some(flt) => flt.matches(doc.raw()?),
+        };
+        if !pass {
+            return Ok(ControlFlow::Continue(()));
+        }
+        stats.matched += 1;
+        f(doc)
+    };
+    if source.uses_index() {
+        let keys = source_keys(read, parts, source)?;
+        stats.keys = keys.len() as u64;
+        for chunk in keys.chunks(BATCH) {
+            let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+            for doc in read.get_keys(&refs)?.into_iter().flatten() {
+                if visit(&doc, stats)?.is_break() {
+                    return Ok(());
+                }
+            }
+        }
+    } else {
+        for part in parts {
+            for doc in read.scan(part)? {
+                if visit(&doc?, stats)?.is_break() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 impl<'t> Cursor<'t> {
     /// Starts executing `plan` over `parts`.
     pub fn new(read: CollectionRead<'t>, plan: Plan, parts: Vec<Part>) -> Result<Self> {
@@ -180,43 +227,26 @@ impl<'t> Cursor<'t> {
         let bound = self.plan.limit.map(|l| l.saturating_add(self.plan.skip));
         let fields = self.plan.sort.clone();
         let mut sorter: Sorter<'_, Vec<u8>> = Sorter::new(&fields, bound);
-        let mut offer = |doc: &RawDoc<'_>, stats: &mut ExecStats| -> Result<()> {
-            stats.matched += 1;
-            let raw = doc.raw()?;
-            let keys: Vec<_> = fields.iter().map(|f| sort_key(raw, f)).collect();
-            if sorter.would_keep(&keys, &doc.key) {
-                sorter.push(Keyed {
-                    keys,
-                    doc_key: doc.key.to_vec(),
-                    item: doc.bytes.to_vec(),
-                });
-            }
-            Ok(())
-        };
         let mut stats = ExecStats::default();
-        if self.plan.source.uses_index() {
-            let keys = source_keys(&self.read, &self.parts, &self.plan.source)?;
-            stats.keys = keys.len() as u64;
-            for chunk in keys.chunks(BATCH) {
-                let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
-                for doc in self.read.get_keys(&refs)?.into_iter().flatten() {
-                    stats.docs_read += 1;
-                    if self.passes(&doc)? {
-                        offer(&doc, &mut stats)?;
-                    }
+        visit_matches(
+            &self.read,
+            &self.parts,
+            &self.plan.source,
+            self.plan.filter.as_ref(),
+            &mut stats,
+            |doc| {
+                let raw = doc.raw()?;
+                let keys: Vec<_> = fields.iter().map(|f| sort_key(raw, f)).collect();
+                if sorter.would_keep(&keys, &doc.key) {
+                    sorter.push(Keyed {
+                        keys,
+                        doc_key: doc.key.to_vec(),
+                        item: doc.bytes.to_vec(),
+                    });
                 }
-            }
-        } else {
-            for part in &self.parts {
-                for doc in self.read.scan(part)? {
-                    let doc = doc?;
-                    stats.docs_read += 1;
-                    if self.passes(&doc)? {
-                        offer(&doc, &mut stats)?;
-                    }
-                }
-            }
-        }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
         self.stats = stats;
         let docs: Vec<(Vec<u8>, Vec<u8>)> =
             sorter.finish().into_iter().map(|k| (k.doc_key, k.item)).collect();
@@ -354,38 +384,22 @@ pub fn matching_keys(
     let plan = crate::plan::plan_find(read, parts, &spec)?;
     let limit = limit.unwrap_or(usize::MAX);
     let mut out = Vec::new();
-    let check = |doc: &RawDoc<'_>| -> Result<bool> {
-        match filter {
-            None => Ok(true),
-            Some(f) => Ok(f.matches(doc.raw()?)),
-        }
-    };
-    if plan.source.uses_index() {
-        let keys = source_keys(read, parts, &plan.source)?;
-        for chunk in keys.chunks(BATCH) {
-            let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
-            for doc in read.get_keys(&refs)?.into_iter().flatten() {
-                if out.len() == limit {
-                    return Ok(out);
-                }
-                if check(&doc)? {
-                    out.push(doc.key.into_owned());
-                }
-            }
-        }
-    } else {
-        for part in parts {
-            for doc in read.scan(part)? {
-                if out.len() == limit {
-                    return Ok(out);
-                }
-                let doc = doc?;
-                if check(&doc)? {
-                    out.push(doc.key.into_owned());
-                }
-            }
-        }
+    if limit > 0 {
+        visit_matches(
+            read,
+            parts,
+            &plan.source,
+            filter,
+            &mut ExecStats::default(),
+            |doc| {
+                out.push(doc.key.to_vec());
+                Ok(if out.len() == limit {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                })
+            },
+        )?;
     }
-    out.truncate(limit);
     Ok(out)
 }
