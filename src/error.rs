@@ -10,6 +10,23 @@ pub enum Error {
     /// Filters, updates, plans and searches (see [`slate_query::Error`]).
     #[error(transparent)]
     Query(#[from] slate_query::Error),
+    /// A server answered a [`crate::Client`] request with an error; `message`
+    /// is the text the embedded call would have given.
+    #[error("{message}")]
+    Server {
+        /// What went wrong (`docs/protocol.md` lists the kinds).
+        kind: crate::ErrorKind,
+        /// The server's message, naming the input.
+        message: String,
+    },
+    /// A [`crate::Client`]'s connection failed, closed, or broke the protocol.
+    #[error("server {addr}: {reason}")]
+    Connection {
+        /// The server's address.
+        addr: String,
+        /// What happened.
+        reason: String,
+    },
 }
 
 impl From<slate_query::FilterError> for Error {

@@ -26,19 +26,23 @@
 //! (SIMD distances, the vector cache) and [`query`] (filters, planning).
 #![deny(unsafe_code)]
 
+mod client;
 mod collection;
 mod db;
 mod error;
 mod find;
 mod search;
+pub mod server;
 mod txn;
 
 pub use bson;
+pub use client::{Client, ClientBuilder, RemoteCollection, RemoteFind, RemoteSearch, RemoteSearchBatch};
 pub use collection::Collection;
 pub use db::{Db, DbBuilder};
 pub use error::{Error, Result};
 pub use find::Find;
 pub use search::Search;
+pub use server::{ErrorKind, Server, ServerConfig};
 pub use slate_core as core;
 pub use slate_core::{CollectionConfig, Metric};
 pub use slate_query as query;

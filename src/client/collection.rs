@@ -1,0 +1,469 @@
+//! `RemoteCollection` and its builders: [`crate::Collection`]'s methods over a
+//! connection, with the same arguments, results and errors.
+
+use bson::{Bson, Document};
+
+use super::Client;
+use crate::server::protocol::{
+    Bin, CountReply, DeleteArgs, DeleteReply, Done, ExplainReply, FindArgs, FindReply, GetArgs, GetManyArgs,
+    GetManyReply, GetReply, HitWire, IndexArgs, InsertManyArgs, InsertManyReply, InsertOneArgs,
+    InsertOneReply, ReplaceArgs, SearchArgs, SearchBatchArgs, SearchBatchReply, SearchReply, UpdateArgs,
+    UpdateReply,
+};
+use crate::{CollectionConfig, Result, SearchHit, Strategy, UpdateResult};
+
+/// A collection on a server; see [`crate::Collection`] for what each method does.
+#[derive(Debug, Clone)]
+pub struct RemoteCollection {
+    client: Client,
+    name: String,
+    partitions: Option<Vec<Bson>>,
+}
+
+impl RemoteCollection {
+    pub(crate) fn new(client: Client, name: String) -> Self {
+        Self {
+            client,
+            name,
+            partitions: None,
+        }
+    }
+
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The collection's configuration.
+    pub fn config(&self) -> Result<CollectionConfig> {
+        self.client.config_of(&self.name)
+    }
+
+    /// This collection scoped to one partition (tenant).
+    pub fn partition(&self, value: impl Into<Bson>) -> RemoteCollection {
+        self.partitions(vec![value.into()])
+    }
+
+    /// This collection scoped to several partitions.
+    pub fn partitions(&self, values: Vec<Bson>) -> RemoteCollection {
+        RemoteCollection {
+            client: self.client.clone(),
+            name: self.name.clone(),
+            partitions: Some(values),
+        }
+    }
+
+    fn parts(&self) -> Option<Bin> {
+        self.partitions
+            .as_ref()
+            .map(|p| Bin::value(&Bson::Array(p.clone())))
+    }
+
+    fn doc(&self, bin: &Bin, what: &str) -> Result<Document> {
+        bin.to_doc(what).map_err(|e| self.client.bad_reply(e))
+    }
+
+    fn value(&self, bin: &Bin, what: &str) -> Result<Bson> {
+        bin.to_value(what).map_err(|e| self.client.bad_reply(e))
+    }
+
+    fn hits(&self, hits: Vec<HitWire>) -> Result<Vec<SearchHit>> {
+        hits.into_iter()
+            .map(|h| {
+                let doc = self.doc(&h.doc, "hit")?;
+                Ok(SearchHit {
+                    id: doc.get("_id").cloned().unwrap_or(Bson::Null),
+                    distance: h.distance,
+                    doc,
+                })
+            })
+            .collect()
+    }
+
+    fn update_result(&self, r: UpdateReply) -> Result<UpdateResult> {
+        Ok(UpdateResult {
+            matched: r.matched,
+            modified: r.modified,
+            upserted_id: r
+                .upserted_id
+                .as_ref()
+                .map(|b| self.value(b, "upserted_id"))
+                .transpose()?,
+        })
+    }
+
+    /// Inserts one document; returns its `_id` (generated when absent).
+    pub fn insert_one(&self, doc: Document) -> Result<Bson> {
+        let args = InsertOneArgs {
+            collection: self.name.clone(),
+            partitions: self.parts(),
+            doc: Bin::doc(&doc),
+        };
+        let r: InsertOneReply = self.client.call("insert_one", &args)?;
+        self.value(&r.id, "id")
+    }
+
+    /// Inserts documents in one commit; if any fails, none is written.
+    pub fn insert_many(&self, docs: impl IntoIterator<Item = Document>) -> Result<Vec<Bson>> {
+        let args = InsertManyArgs {
+            collection: self.name.clone(),
+            partitions: self.parts(),
+            docs: docs.into_iter().map(|d| Bin::doc(&d)).collect(),
+        };
+        let r: InsertManyReply = self.client.call("insert_many", &args)?;
+        match self.value(&r.ids, "ids")? {
+            Bson::Array(ids) => Ok(ids),
+            other => Err(self
+                .client
+                .bad_reply(format!("insert_many: ids is {other:?}, not an array"))),
+        }
+    }
+
+    /// The document with `_id` `id`, in one round trip.
+    pub fn get(&self, id: impl Into<Bson>) -> Result<Option<Document>> {
+        let args = GetArgs {
+            collection: self.name.clone(),
+            partitions: self.parts(),
+            id: Bin::value(&id.into()),
+        };
+        let r: GetReply = self.client.call("get", &args)?;
+        r.doc.as_ref().map(|d| self.doc(d, "doc")).transpose()
+    }
+
+    /// The documents with the given ids, in order (`None` where absent), from
+    /// one snapshot in one round trip.
+    pub fn get_many(&self, ids: &[Bson]) -> Result<Vec<Option<Document>>> {
+        let args = GetManyArgs {
+            collection: self.name.clone(),
+            partitions: self.parts(),
+            ids: Bin::value(&Bson::Array(ids.to_vec())),
+        };
+        let r: GetManyReply = self.client.call("get_many", &args)?;
+        r.docs
+            .iter()
+            .map(|d| d.as_ref().map(|d| self.doc(d, "docs")).transpose())
+            .collect()
+    }
+
+    /// A query: chain `sort`, `skip`, `limit`, `project`, then `run`, `count`
+    /// or `explain`.
+    pub fn find(&self, filter: Document) -> RemoteFind<'_> {
+        RemoteFind {
+            coll: self,
+            args: FindArgs {
+                collection: self.name.clone(),
+                partitions: self.parts(),
+                filter: (!filter.is_empty()).then(|| Bin::doc(&filter)),
+                ..FindArgs::default()
+            },
+        }
+    }
+
+    /// The number of documents matching `filter`.
+    pub fn count(&self, filter: Document) -> Result<u64> {
+        self.find(filter).count()
+    }
+
+    /// Replaces the first document matching `filter`.
+    pub fn replace_one(&self, filter: Document, doc: Document, upsert: bool) -> Result<UpdateResult> {
+        let args = ReplaceArgs {
+            collection: self.name.clone(),
+            partitions: self.parts(),
+            filter: Bin::doc(&filter),
+            doc: Bin::doc(&doc),
+            upsert,
+        };
+        self.update_result(self.client.call("replace_one", &args)?)
+    }
+
+    fn update(&self, op: &str, filter: Document, update: Document, upsert: bool) -> Result<UpdateResult> {
+        let args = UpdateArgs {
+            collection: self.name.clone(),
+            partitions: self.parts(),
+            filter: Bin::doc(&filter),
+            update: Bin::doc(&update),
+            upsert,
+        };
+        self.update_result(self.client.call(op, &args)?)
+    }
+
+    /// Updates the first document matching `filter`.
+    pub fn update_one(&self, filter: Document, update: Document, upsert: bool) -> Result<UpdateResult> {
+        self.update("update_one", filter, update, upsert)
+    }
+
+    /// Updates every document matching `filter`.
+    pub fn update_many(&self, filter: Document, update: Document, upsert: bool) -> Result<UpdateResult> {
+        self.update("update_many", filter, update, upsert)
+    }
+
+    fn delete(&self, op: &str, filter: Document) -> Result<u64> {
+        let args = DeleteArgs {
+            collection: self.name.clone(),
+            partitions: self.parts(),
+            filter: Bin::doc(&filter),
+        };
+        Ok(self.client.call::<_, DeleteReply>(op, &args)?.deleted)
+    }
+
+    /// Deletes the first document matching `filter`; returns 0 or 1.
+    pub fn delete_one(&self, filter: Document) -> Result<u64> {
+        self.delete("delete_one", filter)
+    }
+
+    /// Deletes every document matching `filter`; returns how many.
+    pub fn delete_many(&self, filter: Document) -> Result<u64> {
+        self.delete("delete_many", filter)
+    }
+
+    fn index(&self, op: &str, field: &str) -> Result<()> {
+        let args = IndexArgs {
+            collection: self.name.clone(),
+            field: field.to_owned(),
+        };
+        self.client.call::<_, Done>(op, &args).map(|_| ())
+    }
+
+    /// Creates an index on `field` (a dot path) over the existing documents.
+    pub fn create_index(&self, field: &str) -> Result<()> {
+        self.index("create_index", field)
+    }
+
+    /// Drops the index on `field`.
+    pub fn drop_index(&self, field: &str) -> Result<()> {
+        self.index("drop_index", field)
+    }
+
+    /// The nearest documents to `query` by vector field `field`.
+    pub fn search(&self, field: &str, query: &[f32]) -> RemoteSearch<'_> {
+        RemoteSearch {
+            coll: self,
+            args: SearchArgs {
+                collection: self.name.clone(),
+                partitions: self.parts(),
+                field: field.to_owned(),
+                vector: Bin::f32s(query),
+                k: 10,
+                filter: None,
+                projection: None,
+                strategy: None,
+                threads: 0,
+                explain: false,
+            },
+        }
+    }
+
+    /// Many searches in one round trip: `queries` holds `n × dim` floats,
+    /// row-major. Unfiltered, they run in one blocked pass (as
+    /// [`crate::Collection::search_batch`]).
+    pub fn search_many(&self, field: &str, queries: &[f32]) -> RemoteSearchBatch<'_> {
+        RemoteSearchBatch {
+            coll: self,
+            args: SearchBatchArgs {
+                collection: self.name.clone(),
+                partitions: self.parts(),
+                field: field.to_owned(),
+                vectors: Bin::f32s(queries),
+                k: 10,
+                filter: None,
+                projection: None,
+                strategy: None,
+                threads: 0,
+            },
+        }
+    }
+
+    /// [`crate::Collection::search_batch`] over the connection.
+    pub fn search_batch(
+        &self,
+        field: &str,
+        queries: &[f32],
+        k: usize,
+        threads: usize,
+        projection: Option<&[String]>,
+    ) -> Result<Vec<Vec<SearchHit>>> {
+        let mut batch = self.search_many(field, queries).k(k).threads(threads);
+        if let Some(p) = projection {
+            batch = batch.project(p.iter().cloned());
+        }
+        batch.run()
+    }
+}
+
+/// A find being built; runs on `run`, `count` or `explain` (one request each).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RemoteFind<'c> {
+    coll: &'c RemoteCollection,
+    args: FindArgs,
+}
+
+impl RemoteFind<'_> {
+    /// Adds a sort field: `"field"` ascending or `"field:desc"`. Default: key order.
+    pub fn sort(mut self, spec: impl Into<String>) -> Self {
+        self.args.sort.push(spec.into());
+        self
+    }
+
+    /// Skips the first `n` results. Default 0.
+    pub fn skip(mut self, n: usize) -> Self {
+        self.args.skip = n as u64;
+        self
+    }
+
+    /// Returns at most `n` results. Default: all.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.args.limit = Some(n as u64);
+        self
+    }
+
+    /// Returns only `_id` and these dot paths. Default: every stored field.
+    pub fn project<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        self.args.projection = Some(fields.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Runs the query; the documents come from one snapshot, in as many
+    /// frames as the server sends.
+    pub fn run(self) -> Result<Vec<Document>> {
+        let mut docs = Vec::new();
+        self.for_each(|d| {
+            docs.push(d);
+            Ok(())
+        })?;
+        Ok(docs)
+    }
+
+    /// Runs the query, handing each document to `f` as its frame arrives.
+    /// An error from `f` stops the calls to `f`; the answer is still read to
+    /// its end so that the connection stays usable.
+    pub fn for_each(self, mut f: impl FnMut(Document) -> Result<()>) -> Result<()> {
+        let client = &self.coll.client;
+        let mut failed = None;
+        client.exchange("find", &self.args, |frame| {
+            let reply: FindReply = client.ok_of("find", frame)?;
+            for bin in &reply.docs {
+                if failed.is_none() {
+                    if let Err(e) = self.coll.doc(bin, "docs").and_then(&mut f) {
+                        failed = Some(e);
+                    }
+                }
+            }
+            Ok(reply.more)
+        })?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Counts the matches (after skip and limit) on the server.
+    pub fn count(self) -> Result<u64> {
+        Ok(self.coll.client.call::<_, CountReply>("count", &self.args)?.count)
+    }
+
+    /// The plan the query would run, as `slate find --explain` prints it.
+    pub fn explain(self) -> Result<String> {
+        Ok(self
+            .coll
+            .client
+            .call::<_, ExplainReply>("explain", &self.args)?
+            .plan)
+    }
+}
+
+/// A vector search being built; runs on `run` or `explain`.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RemoteSearch<'c> {
+    coll: &'c RemoteCollection,
+    args: SearchArgs,
+}
+
+impl RemoteSearch<'_> {
+    /// How many hits at most. Default 10.
+    pub fn k(mut self, k: usize) -> Self {
+        self.args.k = k as u64;
+        self
+    }
+
+    /// Only documents matching `filter`. Default: every document with a vector.
+    pub fn filter(mut self, filter: Document) -> Self {
+        self.args.filter = (!filter.is_empty()).then(|| Bin::doc(&filter));
+        self
+    }
+
+    /// Fields returned with each hit besides `_id`. Default: none.
+    pub fn project<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        self.args.projection = Some(fields.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Forces a strategy. Default `Strategy::Auto`.
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.args.strategy = Some(strategy.to_string());
+        self
+    }
+
+    /// Scan threads on the server (capped at its cores). Default 0: its shared pool.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.args.threads = threads as u64;
+        self
+    }
+
+    /// Runs the search; returns the hits and what the server did, as text.
+    pub fn explain(mut self) -> Result<(Vec<SearchHit>, String)> {
+        self.args.explain = true;
+        let r: SearchReply = self.coll.client.call("search", &self.args)?;
+        Ok((self.coll.hits(r.hits)?, r.explain.unwrap_or_default()))
+    }
+
+    /// The hits, nearest first (ties: smaller `_id` key first).
+    pub fn run(self) -> Result<Vec<SearchHit>> {
+        let r: SearchReply = self.coll.client.call("search", &self.args)?;
+        self.coll.hits(r.hits)
+    }
+}
+
+/// Several vector searches sent as one request; runs on `run`.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RemoteSearchBatch<'c> {
+    coll: &'c RemoteCollection,
+    args: SearchBatchArgs,
+}
+
+impl RemoteSearchBatch<'_> {
+    /// Hits per query at most. Default 10.
+    pub fn k(mut self, k: usize) -> Self {
+        self.args.k = k as u64;
+        self
+    }
+
+    /// Only documents matching `filter` (then each query runs on its own).
+    pub fn filter(mut self, filter: Document) -> Self {
+        self.args.filter = (!filter.is_empty()).then(|| Bin::doc(&filter));
+        self
+    }
+
+    /// Fields returned with each hit besides `_id`. Default: none.
+    pub fn project<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        self.args.projection = Some(fields.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Forces a strategy (then each query runs on its own). Default `Strategy::Auto`.
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.args.strategy = Some(strategy.to_string());
+        self
+    }
+
+    /// Scan threads on the server (capped at its cores). Default 0.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.args.threads = threads as u64;
+        self
+    }
+
+    /// One hit list per query, in query order.
+    pub fn run(self) -> Result<Vec<Vec<SearchHit>>> {
+        let r: SearchBatchReply = self.coll.client.call("search_batch", &self.args)?;
+        r.results.into_iter().map(|h| self.coll.hits(h)).collect()
+    }
+}

@@ -1,0 +1,269 @@
+//! `Client`: the embedded API's shape over a `slate serve` connection.
+//!
+//! One TCP connection per `Client` (clones share it; calls from several
+//! threads take turns). Requests are answered in order; a call sends one
+//! request and reads its reply (several frames for `find`).
+
+mod collection;
+
+use std::io::{BufReader, BufWriter, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::server::protocol::{
+    self, encode, read_frame, write_frame, AuthArgs, Bin, CollectionArgs, ConfigWire, CreateCollectionArgs,
+    Done, ErrorKind, FrameError, ListReply, NoArgs, RequestOut, Response,
+};
+use crate::{CollectionConfig, Error, Result};
+
+pub use collection::{RemoteCollection, RemoteFind, RemoteSearch, RemoteSearchBatch};
+
+/// Largest reply frame a client accepts by default: 256 MiB.
+pub const DEFAULT_CLIENT_MAX_FRAME_BYTES: usize = 256 << 20;
+
+/// Options for connecting; each setter states its default.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ClientBuilder {
+    addr: String,
+    token: Option<Vec<u8>>,
+    max_frame_bytes: usize,
+}
+
+impl ClientBuilder {
+    /// Presents `token` first (servers started with one require it). Default: none.
+    pub fn auth_token(mut self, token: impl Into<Vec<u8>>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Largest reply frame accepted. Default 256 MiB.
+    pub fn max_frame_bytes(mut self, bytes: usize) -> Self {
+        self.max_frame_bytes = bytes;
+        self
+    }
+
+    /// Connects (and authenticates, with a token).
+    pub fn connect(self) -> Result<Client> {
+        let conn_err = |reason: String| Error::Connection {
+            addr: self.addr.clone(),
+            reason,
+        };
+        let stream = TcpStream::connect(&self.addr).map_err(|e| conn_err(format!("cannot connect: {e}")))?;
+        let _ = stream.set_nodelay(true);
+        let reader = stream.try_clone().map_err(|e| conn_err(e.to_string()))?;
+        let client = Client {
+            inner: Arc::new(Inner {
+                addr: self.addr.clone(),
+                max_frame_bytes: self.max_frame_bytes,
+                conn: Mutex::new(Conn {
+                    reader: BufReader::with_capacity(64 << 10, reader),
+                    writer: BufWriter::with_capacity(64 << 10, stream),
+                    next_id: 1,
+                    broken: None,
+                }),
+            }),
+        };
+        if let Some(token) = self.token {
+            client.call::<_, Done>("auth", &AuthArgs { token: Bin(token) })?;
+        }
+        Ok(client)
+    }
+}
+
+#[derive(Debug)]
+struct Conn {
+    reader: BufReader<TcpStream>,
+    writer: BufWriter<TcpStream>,
+    next_id: u64,
+    /// Set once the stream failed: later calls fail with this reason.
+    broken: Option<String>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    addr: String,
+    max_frame_bytes: usize,
+    conn: Mutex<Conn>,
+}
+
+/// A connection to a Slate server. Cheap to clone; clones share the connection.
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl Client {
+    /// Connects to the server at `addr` (`host:port`), without a token.
+    pub fn connect(addr: impl Into<String>) -> Result<Client> {
+        Self::builder(addr).connect()
+    }
+
+    /// Options for connecting to `addr`.
+    pub fn builder(addr: impl Into<String>) -> ClientBuilder {
+        ClientBuilder {
+            addr: addr.into(),
+            token: None,
+            max_frame_bytes: DEFAULT_CLIENT_MAX_FRAME_BYTES,
+        }
+    }
+
+    /// The server's address as given.
+    pub fn addr(&self) -> &str {
+        &self.inner.addr
+    }
+
+    fn conn_err(&self, reason: impl Into<String>) -> Error {
+        Error::Connection {
+            addr: self.inner.addr.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Sends `op` with `args`; then `on_frame` gets each reply frame's payload
+    /// until it returns `false` (the last frame of the answer).
+    fn exchange<A: Serialize>(
+        &self,
+        op: &str,
+        args: &A,
+        mut on_frame: impl FnMut(&[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let mut conn = self.inner.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(reason) = &conn.broken {
+            return Err(self.conn_err(format!("connection unusable after an earlier error: {reason}")));
+        }
+        let id = conn.next_id;
+        conn.next_id += 1;
+        let result = self.exchange_on(&mut conn, id, op, args, &mut on_frame);
+        if let Err(Error::Connection { reason, .. }) = &result {
+            conn.broken = Some(reason.clone());
+        }
+        result
+    }
+
+    fn exchange_on<A: Serialize>(
+        &self,
+        conn: &mut Conn,
+        id: u64,
+        op: &str,
+        args: &A,
+        on_frame: &mut impl FnMut(&[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let request = encode(&RequestOut { id, op, args }).map_err(|e| self.conn_err(e.to_string()))?;
+        write_frame(&mut conn.writer, &request)
+            .and_then(|()| conn.writer.flush())
+            .map_err(|e| self.conn_err(format!("sending {op:?}: {e}")))?;
+        loop {
+            let frame = match read_frame(&mut conn.reader, self.inner.max_frame_bytes) {
+                Ok(Some(f)) => f,
+                Ok(None) => return Err(self.conn_err(format!("closed before answering {op:?}"))),
+                Err(FrameError::Io(e)) => {
+                    return Err(self.conn_err(format!("reading the answer to {op:?}: {e}")))
+                }
+                Err(e) => return Err(self.conn_err(format!("answer to {op:?}: {e}"))),
+            };
+            let head: IdAndErr = protocol::decode(&frame)
+                .map_err(|e| self.conn_err(format!("answer to {op:?} is not a response: {e}")))?;
+            if let Some(err) = head.err {
+                let kind = ErrorKind::from_name(&err.kind);
+                if head.id == id {
+                    return Err(Error::Server {
+                        kind,
+                        message: err.message,
+                    });
+                }
+                // Id 0: the server refused the connection or a frame and closed it.
+                return Err(self.conn_err(format!("{} ({})", err.message, err.kind)));
+            }
+            if head.id != id {
+                return Err(self.conn_err(format!("answer for request {} while waiting for {id}", head.id)));
+            }
+            if !on_frame(&frame)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One request, one reply frame of type `R`.
+    pub(crate) fn call<A: Serialize, R: DeserializeOwned>(&self, op: &str, args: &A) -> Result<R> {
+        let mut out = None;
+        self.exchange(op, args, |frame| {
+            out = Some(self.ok_of::<R>(op, frame)?);
+            Ok(false)
+        })?;
+        out.ok_or_else(|| self.conn_err(format!("no answer to {op:?}")))
+    }
+
+    /// The `ok` of a reply frame.
+    pub(crate) fn ok_of<R: DeserializeOwned>(&self, op: &str, frame: &[u8]) -> Result<R> {
+        protocol::decode::<Response<R>>(frame)
+            .map_err(|e| self.conn_err(format!("answer to {op:?} does not decode: {e}")))?
+            .ok
+            .ok_or_else(|| self.conn_err(format!("answer to {op:?} has neither ok nor err")))
+    }
+
+    /// Checks the connection with a round trip.
+    pub fn ping(&self) -> Result<()> {
+        self.call::<_, Done>("ping", &NoArgs {}).map(|_| ())
+    }
+
+    /// Creates a collection and returns its handle.
+    pub fn create_collection(&self, config: CollectionConfig) -> Result<RemoteCollection> {
+        let wire = crate::server::handler_config_to_wire(&config);
+        self.call::<_, Done>("create_collection", &CreateCollectionArgs { config: wire })?;
+        Ok(RemoteCollection::new(self.clone(), config.name))
+    }
+
+    /// The handle of an existing collection; `UnknownCollection` otherwise.
+    pub fn collection(&self, name: &str) -> Result<RemoteCollection> {
+        let coll = RemoteCollection::new(self.clone(), name.to_owned());
+        coll.config()?;
+        Ok(coll)
+    }
+
+    /// Drops a collection and everything in it.
+    pub fn drop_collection(&self, name: &str) -> Result<()> {
+        self.call::<_, Done>(
+            "drop_collection",
+            &CollectionArgs {
+                collection: name.to_owned(),
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// The collection names, sorted.
+    pub fn list_collections(&self) -> Result<Vec<String>> {
+        Ok(self
+            .call::<_, ListReply>("list_collections", &NoArgs {})?
+            .collections)
+    }
+
+    pub(crate) fn config_of(&self, name: &str) -> Result<CollectionConfig> {
+        let wire: ConfigWire = self.call(
+            "collection_config",
+            &CollectionArgs {
+                collection: name.to_owned(),
+            },
+        )?;
+        crate::server::handler_config_from_wire(&wire).map_err(|e| Error::Server {
+            kind: ErrorKind::from_name(&e.kind),
+            message: e.message,
+        })
+    }
+
+    pub(crate) fn bad_reply(&self, reason: String) -> Error {
+        self.conn_err(reason)
+    }
+}
+
+/// The part of a response read before its `ok` is decoded.
+#[derive(Debug, serde::Deserialize)]
+struct IdAndErr {
+    id: u64,
+    #[serde(default)]
+    err: Option<protocol::WireError>,
+}

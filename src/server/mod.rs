@@ -1,0 +1,378 @@
+//! `slate serve`: the embedded API over TCP, one thread per connection.
+//!
+//! Every connection reads a frame, runs it, writes the reply, in order; a
+//! client may pipeline. A frame that cannot be read (oversized, truncated,
+//! not MessagePack) gets an error reply where the socket still takes one,
+//! then that connection alone is closed. [`Server::shutdown`] stops accepting,
+//! ends every connection's reading, lets the request each one is running
+//! finish (its commit and reply included), then returns.
+
+mod handler;
+mod kind;
+pub mod protocol;
+
+use std::collections::HashMap;
+use std::io::{self, BufReader, BufWriter, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use protocol::{decode, read_frame, ArgsOf, AuthArgs, Envelope, FrameError, WireError};
+
+use crate::Db;
+
+pub(crate) use handler::{
+    config_from_wire as handler_config_from_wire, config_to_wire as handler_config_to_wire,
+};
+pub use protocol::{ErrorKind, DEFAULT_MAX_FRAME_BYTES};
+
+/// How a server listens and whom it serves; each setter states its default.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+#[must_use]
+pub struct ServerConfig {
+    /// Address to bind. Default `127.0.0.1:7878` (loopback only).
+    pub addr: String,
+    /// Token every connection must present first. Default none (no auth).
+    pub auth_token: Option<Vec<u8>>,
+    /// Largest request frame payload accepted. Default 4 MiB.
+    pub max_frame_bytes: usize,
+    /// Connections served at once; more are refused with `busy`. Default 128.
+    pub max_connections: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            addr: "127.0.0.1:7878".into(),
+            auth_token: None,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_connections: 128,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The defaults, listening on `addr` (`127.0.0.1:0` picks a free port).
+    pub fn new(addr: impl Into<String>) -> Self {
+        Self {
+            addr: addr.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Requires `token` as each connection's first request. Default: no auth.
+    pub fn auth_token(mut self, token: impl Into<Vec<u8>>) -> Self {
+        self.auth_token = Some(token.into());
+        self
+    }
+
+    /// Bounds request frames to `bytes` of payload. Default 4 MiB.
+    pub fn max_frame_bytes(mut self, bytes: usize) -> Self {
+        self.max_frame_bytes = bytes;
+        self
+    }
+
+    /// Serves at most `n` connections at once. Default 128.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
+        self
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    db: Db,
+    config: ServerConfig,
+    stopping: AtomicBool,
+    next_conn: AtomicU64,
+    /// A handle on each open connection's socket, to end its reading at shutdown.
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    /// Signalled when a connection ends.
+    ended: Condvar,
+}
+
+/// A running server. [`Server::shutdown`] (or dropping it) stops it.
+#[derive(Debug)]
+pub struct Server {
+    shared: Arc<Shared>,
+    local_addr: SocketAddr,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds `config.addr` and serves `db` from a background thread.
+    pub fn start(db: Db, config: ServerConfig) -> io::Result<Server> {
+        let listener = TcpListener::bind(&config.addr)?;
+        let local_addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            db,
+            config,
+            stopping: AtomicBool::new(false),
+            next_conn: AtomicU64::new(0),
+            conns: Mutex::new(HashMap::new()),
+            ended: Condvar::new(),
+        });
+        let accept = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("slate-accept".into())
+                .spawn(move || accept_loop(listener, shared))?
+        };
+        Ok(Server {
+            shared,
+            local_addr,
+            accept: Some(accept),
+        })
+    }
+
+    /// The address the server listens on (the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        lock(&self.shared.conns).len()
+    }
+
+    /// Stops accepting, ends every connection after the request it is running
+    /// (a commit under way completes and is answered), and waits for them.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let Some(accept) = self.accept.take() else {
+            return;
+        };
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        // Wake the accept loop with a connection of our own.
+        let mut wake = self.local_addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(if wake.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        let _ = accept.join();
+        let mut conns = lock(&self.shared.conns);
+        for stream in conns.values() {
+            let _ = stream.shutdown(Shutdown::Read);
+        }
+        while !conns.is_empty() {
+            conns = self
+                .shared
+                .ended
+                .wait(conns)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    for stream in listener.incoming() {
+        if shared.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("accept failed: {e}");
+                // Out of descriptors, say: give connections time to end.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut conns = lock(&shared.conns);
+            if conns.len() >= shared.config.max_connections {
+                drop(conns);
+                let limit = shared.config.max_connections;
+                refuse(
+                    stream,
+                    WireError::new(
+                        ErrorKind::Busy,
+                        format!("server busy: {limit} connections open, the limit"),
+                    ),
+                );
+                continue;
+            }
+            match stream.try_clone() {
+                Ok(handle) => conns.insert(id, handle),
+                Err(e) => {
+                    log::warn!("connection {id}: {e}");
+                    continue;
+                }
+            };
+        }
+        let conn_shared = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name(format!("slate-conn-{id}"))
+            .spawn(move || {
+                let _ended = Ended {
+                    shared: &conn_shared,
+                    id,
+                };
+                if let Err(e) = serve_connection(stream, &conn_shared) {
+                    log::debug!("connection {id}: {e}");
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!("connection {id}: cannot start its thread: {e}");
+            lock(&shared.conns).remove(&id);
+        }
+    }
+}
+
+/// Removes a connection from the registry when its thread ends, panic or not.
+struct Ended<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        lock(&self.shared.conns).remove(&self.id);
+        self.shared.ended.notify_all();
+    }
+}
+
+/// Sends a connection-level error (request id 0) and closes the socket, from
+/// a short-lived thread of its own so that the accept loop never waits.
+fn refuse(stream: TcpStream, err: WireError) {
+    let refusal = move || -> io::Result<()> {
+        let reader = BufReader::new(stream.try_clone()?);
+        close(BufWriter::new(stream), reader, err)
+    };
+    let _ = std::thread::Builder::new()
+        .name("slate-refuse".into())
+        .spawn(move || {
+            let _ = refusal();
+        });
+}
+
+/// Compares secrets in time independent of where they differ.
+fn same_token(given: &[u8], want: &[u8]) -> bool {
+    let mut diff = given.len() ^ want.len();
+    for (i, w) in want.iter().enumerate() {
+        diff |= usize::from(given.get(i).copied().unwrap_or(0) ^ w);
+    }
+    diff == 0
+}
+
+fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
+    let mut reader = BufReader::with_capacity(64 << 10, stream.try_clone()?);
+    let mut writer = BufWriter::with_capacity(64 << 10, stream);
+    let max = shared.config.max_frame_bytes;
+    let mut authed = shared.config.auth_token.is_none();
+    loop {
+        let frame = match read_frame(&mut reader, max) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return Ok(()),
+            Err(FrameError::Io(e)) => return Err(e),
+            Err(e @ FrameError::TooLarge { .. }) => {
+                return close(
+                    writer,
+                    reader,
+                    WireError::new(ErrorKind::FrameTooLarge, e.to_string()),
+                );
+            }
+            Err(e @ FrameError::Truncated { .. }) => {
+                return close(
+                    writer,
+                    reader,
+                    WireError::new(ErrorKind::TruncatedFrame, e.to_string()),
+                );
+            }
+        };
+        let env: Envelope = match decode(&frame) {
+            Ok(env) => env,
+            Err(e) => {
+                let msg = format!(
+                    "frame of {} bytes is not a request (a MessagePack map with id and op): {e}",
+                    frame.len()
+                );
+                return close(writer, reader, WireError::new(ErrorKind::BadFrame, msg));
+            }
+        };
+        if !authed {
+            let token = match env.op.as_str() {
+                "auth" => decode::<ArgsOf<AuthArgs>>(&frame).ok().map(|a| a.args.token.0),
+                _ => None,
+            };
+            let want = shared.config.auth_token.as_deref().unwrap_or_default();
+            if !token.is_some_and(|t| same_token(&t, want)) {
+                let msg = match env.op.as_str() {
+                    "auth" => "wrong auth token".to_owned(),
+                    op => format!("op {op:?} before auth: this server needs a token first"),
+                };
+                let err = WireError::new(ErrorKind::Unauthorized, msg);
+                handler::reply::<protocol::Done>(&mut writer, env.id, Err(err))?;
+                return finish(writer, reader);
+            }
+            authed = true;
+        }
+        handler::handle(&shared.db, &env, &frame, &mut writer)?;
+        // Pipelined requests already buffered are answered before one flush.
+        if reader.buffer().is_empty() {
+            writer.flush()?;
+        }
+    }
+}
+
+/// Answers a frame that could not be read with `err` (request id 0) and ends the connection.
+fn close(mut writer: BufWriter<TcpStream>, reader: BufReader<TcpStream>, err: WireError) -> io::Result<()> {
+    log::debug!("closing a connection: {}", err.message);
+    handler::reply::<protocol::Done>(&mut writer, 0, Err(err))?;
+    finish(writer, reader)
+}
+
+/// Flushes the last reply, sends FIN, and reads (briefly, boundedly) what the
+/// peer still sends: closing with unread input would reset the connection and
+/// could destroy the reply before the peer reads it.
+fn finish(mut writer: BufWriter<TcpStream>, mut reader: BufReader<TcpStream>) -> io::Result<()> {
+    writer.flush()?;
+    let stream = writer.get_ref();
+    stream.shutdown(Shutdown::Write)?;
+    stream.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let mut sink = [0u8; 8192];
+    let mut drained = 0usize;
+    while drained < (1 << 20) {
+        match io::Read::read(&mut reader, &mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_token;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same_token(b"secret", b"secret"));
+        assert!(!same_token(b"secreT", b"secret"));
+        assert!(!same_token(b"secret!", b"secret"));
+        assert!(!same_token(b"secre", b"secret"));
+        assert!(!same_token(b"", b"secret"));
+    }
+}
