@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
-use slate::{Db, Metric};
+use slate::{Client, Db, Metric, Server, ServerConfig};
 
 /// What can go wrong on the command line; each maps to an exit code.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +65,35 @@ enum Command {
     Count(CountArgs),
     /// Run vector queries from a file: one JSON line per query, then a summary.
     Search(SearchArgs),
+    /// Serve a database over TCP (length-prefixed MessagePack, docs/protocol.md) until SIGINT/SIGTERM.
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Database directory (RocksDB).
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "memory",
+        required_unless_present = "memory"
+    )]
+    db: Option<PathBuf>,
+    /// Serve an empty in-memory database instead of --db.
+    #[arg(long)]
+    memory: bool,
+    /// Address to listen on (loopback by default).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7878")]
+    addr: String,
+    /// File holding the token every connection must present first.
+    #[arg(long, value_name = "FILE")]
+    auth_token_file: Option<PathBuf>,
+    /// Largest request frame accepted, in bytes.
+    #[arg(long, value_name = "N", default_value_t = slate::server::DEFAULT_MAX_FRAME_BYTES)]
+    max_frame_bytes: usize,
+    /// Connections served at once; more are refused.
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    max_connections: usize,
 }
 
 #[derive(Args)]
@@ -105,20 +134,27 @@ struct SearchArgs {
     partitions: Vec<String>,
 }
 
-/// Where the data is: a database directory, or memory (loaded in this run).
+/// Where the data is: a database directory, memory (loaded in this run), or
+/// a server (find, count and search).
 #[derive(Args, Clone)]
 struct Target {
     /// Database directory (RocksDB).
     #[arg(
         long,
         value_name = "DIR",
-        conflicts_with = "memory",
-        required_unless_present = "memory"
+        conflicts_with_all = ["memory", "server"],
+        required_unless_present_any = ["memory", "server"]
     )]
     db: Option<PathBuf>,
     /// Use an in-memory database instead of --db (load it with --load).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "server")]
     memory: bool,
+    /// Query a `slate serve` at HOST:PORT instead of --db (find, count, search).
+    #[arg(long, value_name = "HOST:PORT")]
+    server: Option<String>,
+    /// File holding the server's auth token (with --server).
+    #[arg(long, value_name = "FILE", requires = "server")]
+    auth_token_file: Option<PathBuf>,
     /// Collection name.
     #[arg(long, value_name = "NAME")]
     collection: String,
@@ -215,8 +251,53 @@ fn open(target: &Target) -> Result<Db, CliError> {
     match (&target.db, target.memory) {
         (_, true) => Ok(Db::memory()),
         (Some(dir), false) => Ok(Db::open(dir)?),
+        (None, false) if target.server.is_some() => Err(CliError::Usage(
+            "--server works with find, count and search; give --db DIR or --memory".into(),
+        )),
         (None, false) => Err(CliError::Usage("give --db DIR or --memory".into())),
     }
+}
+
+/// A token file's bytes without the trailing newline an editor adds.
+fn read_token(path: &Path) -> Result<Vec<u8>, CliError> {
+    let mut token = std::fs::read(path).map_err(|e| CliError::io(path, e))?;
+    while token.last().is_some_and(|b| b.is_ascii_whitespace()) {
+        token.pop();
+    }
+    if token.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{}: the auth token is empty",
+            path.display()
+        )));
+    }
+    Ok(token)
+}
+
+/// The server's collection when the target is `--server`, else `None`.
+fn remote(
+    target: &Target,
+    preload: &Preload,
+    partitions: &[String],
+) -> Result<Option<slate::RemoteCollection>, CliError> {
+    let Some(addr) = &target.server else {
+        return Ok(None);
+    };
+    if preload.load.is_some() || preload.extra.vectors.is_some() {
+        return Err(CliError::Usage(
+            "--load and --vectors need --db or --memory, not --server".into(),
+        ));
+    }
+    let mut builder = Client::builder(addr.clone());
+    if let Some(path) = &target.auth_token_file {
+        builder = builder.auth_token(read_token(path)?);
+    }
+    let coll = builder.connect()?.collection(&target.collection)?;
+    let values = partition_values(partitions)?;
+    Ok(Some(if values.is_empty() {
+        coll
+    } else {
+        coll.partitions(values)
+    }))
 }
 
 fn load_spec(collection: &str, docs: Option<PathBuf>, extra: &LoadExtra) -> Result<load::LoadSpec, CliError> {
@@ -259,20 +340,23 @@ fn parse_filter(filter: &Option<String>) -> Result<bson::Document, CliError> {
     }
 }
 
-fn collection(db: &Db, target: &Target, partitions: &[String]) -> Result<slate::Collection, CliError> {
-    let coll = db.collection(&target.collection)?;
-    if partitions.is_empty() {
-        return Ok(coll);
-    }
-    let values = partitions
+fn partition_values(partitions: &[String]) -> Result<Vec<bson::Bson>, CliError> {
+    partitions
         .iter()
         .map(|p| {
             let v: serde_json::Value =
                 serde_json::from_str(p).map_err(|e| CliError::Input(format!("--partition {p:?}: {e}")))?;
             bson::Bson::try_from(v).map_err(|e| CliError::Input(format!("--partition {p:?}: {e}")))
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(coll.partitions(values))
+        .collect()
+}
+
+fn collection(db: &Db, target: &Target, partitions: &[String]) -> Result<slate::Collection, CliError> {
+    let coll = db.collection(&target.collection)?;
+    if partitions.is_empty() {
+        return Ok(coll);
+    }
+    Ok(coll.partitions(partition_values(partitions)?))
 }
 
 fn print_doc(out: &mut impl Write, doc: bson::Document) -> Result<(), CliError> {
@@ -280,7 +364,48 @@ fn print_doc(out: &mut impl Write, doc: bson::Document) -> Result<(), CliError> 
     writeln!(out, "{json}").map_err(|e| CliError::io(Path::new("<stdout>"), e))
 }
 
+fn stdout_err(e: std::io::Error) -> CliError {
+    CliError::io(Path::new("<stdout>"), e)
+}
+
+/// `find --server`: the same query sent to a server, printed the same way.
+fn find_remote(coll: &slate::RemoteCollection, args: &FindArgs) -> Result<(), CliError> {
+    let mut query = coll.find(parse_filter(&args.filter)?);
+    for s in &args.sort {
+        query = query.sort(s.clone());
+    }
+    if let Some(n) = args.skip {
+        query = query.skip(n);
+    }
+    if let Some(n) = args.limit {
+        query = query.limit(n);
+    }
+    if let Some(p) = split_fields(&args.project) {
+        query = query.project(p);
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.explain {
+        writeln!(out, "{}", query.explain()?).map_err(stdout_err)?;
+    } else {
+        let mut failed = None;
+        query.for_each(|doc| {
+            if failed.is_none() {
+                failed = print_doc(&mut out, doc).err();
+            }
+            Ok(())
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    out.flush().map_err(stdout_err)
+}
+
 fn find(args: FindArgs) -> Result<(), CliError> {
+    if let Some(coll) = remote(&args.target, &args.preload, &args.partitions)? {
+        return find_remote(&coll, &args);
+    }
     let db = prepare(&args.target, &args.preload)?;
     let coll = collection(&db, &args.target, &args.partitions)?;
     let mut query = coll.find(parse_filter(&args.filter)?);
@@ -309,6 +434,10 @@ fn find(args: FindArgs) -> Result<(), CliError> {
 }
 
 fn count(args: CountArgs) -> Result<(), CliError> {
+    if let Some(coll) = remote(&args.target, &args.preload, &args.partitions)? {
+        println!("{}", coll.count(parse_filter(&args.filter)?)?);
+        return Ok(());
+    }
     let db = prepare(&args.target, &args.preload)?;
     let coll = collection(&db, &args.target, &args.partitions)?;
     println!("{}", coll.count(parse_filter(&args.filter)?)?);
@@ -326,8 +455,11 @@ fn split_fields(p: &Option<String>) -> Option<Vec<String>> {
 }
 
 fn search_cmd(args: SearchArgs) -> Result<(), CliError> {
-    let db = prepare(&args.target, &args.preload)?;
-    let coll = collection(&db, &args.target, &args.partitions)?;
+    let remote = remote(&args.target, &args.preload, &args.partitions)?;
+    let db = match remote {
+        Some(_) => None,
+        None => Some(prepare(&args.target, &args.preload)?),
+    };
     let strategy = args
         .strategy
         .parse()
@@ -343,7 +475,47 @@ fn search_cmd(args: SearchArgs) -> Result<(), CliError> {
         strategy,
         explain: args.explain,
     };
-    search::run(&coll, &run)
+    match (remote, db) {
+        (Some(coll), _) => search::run(&coll, &run),
+        (None, Some(db)) => search::run(&collection(&db, &args.target, &args.partitions)?, &run),
+        (None, None) => Err(CliError::Usage("give --db DIR, --memory or --server ADDR".into())),
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<(), CliError> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let (db, what) = match (&args.db, args.memory) {
+        (_, true) => (Db::memory(), "an in-memory database".to_owned()),
+        (Some(dir), false) => (Db::open(dir)?, dir.display().to_string()),
+        (None, false) => return Err(CliError::Usage("give --db DIR or --memory".into())),
+    };
+    let mut config = ServerConfig::new(args.addr.clone())
+        .max_frame_bytes(args.max_frame_bytes)
+        .max_connections(args.max_connections);
+    if let Some(path) = &args.auth_token_file {
+        config = config.auth_token(read_token(path)?);
+    }
+    // Registered before the server starts, so that no signal goes unheard.
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| CliError::io(Path::new("<signals>"), e))?;
+    let server = Server::start(db, config).map_err(|e| CliError::Io {
+        path: format!("--addr {}", args.addr),
+        source: e,
+    })?;
+    let addr = server.local_addr();
+    if !addr.ip().is_loopback() && args.auth_token_file.is_none() {
+        eprintln!("slate: warning: serving {addr} beyond loopback without --auth-token-file");
+    }
+    println!("slate: serving {what} on {addr}");
+    std::io::stdout().flush().map_err(stdout_err)?;
+    let signal = signals.forever().next();
+    eprintln!(
+        "slate: signal {}: finishing open requests, then stopping",
+        signal.unwrap_or_default()
+    );
+    server.shutdown();
+    eprintln!("slate: stopped");
+    Ok(())
 }
 
 /// Runs the command line; returns the process exit code.
@@ -357,6 +529,7 @@ pub fn run() -> i32 {
         Command::Find(args) => find(args),
         Command::Count(args) => count(args),
         Command::Search(args) => search_cmd(args),
+        Command::Serve(args) => serve(args),
     };
     match result {
         Ok(()) => 0,

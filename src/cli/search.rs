@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use slate::{Collection, SearchHit, Strategy};
+use slate::{Collection, CollectionConfig, RemoteCollection, SearchHit, Strategy};
 
 use super::load::read_vectors;
 use super::CliError;
@@ -43,7 +43,66 @@ fn effective_threads(threads: usize) -> usize {
     }
 }
 
-pub fn run(coll: &Collection, run: &SearchRun) -> Result<(), CliError> {
+/// What `slate search` needs of a collection: the embedded one or a server's.
+pub trait Searchable {
+    fn config(&self) -> slate::Result<CollectionConfig>;
+    fn batch(&self, run: &SearchRun, rows: &[f32]) -> slate::Result<Vec<Vec<SearchHit>>>;
+    /// One query's hits and, with `run.explain`, its explain text.
+    fn one(&self, run: &SearchRun, query: &[f32]) -> slate::Result<(Vec<SearchHit>, String)>;
+}
+
+impl Searchable for Collection {
+    fn config(&self) -> slate::Result<CollectionConfig> {
+        Collection::config(self)
+    }
+
+    fn batch(&self, run: &SearchRun, rows: &[f32]) -> slate::Result<Vec<Vec<SearchHit>>> {
+        self.search_batch(&run.field, rows, run.k, run.threads, run.projection.as_deref())
+    }
+
+    fn one(&self, run: &SearchRun, query: &[f32]) -> slate::Result<(Vec<SearchHit>, String)> {
+        let mut search = self
+            .search(&run.field, query)
+            .k(run.k)
+            .threads(run.threads)
+            .strategy(run.strategy)
+            .filter(run.filter.clone());
+        if let Some(p) = &run.projection {
+            search = search.project(p.clone());
+        }
+        let (hits, explain) = search.explain()?;
+        Ok((hits, explain.to_string()))
+    }
+}
+
+impl Searchable for RemoteCollection {
+    fn config(&self) -> slate::Result<CollectionConfig> {
+        RemoteCollection::config(self)
+    }
+
+    fn batch(&self, run: &SearchRun, rows: &[f32]) -> slate::Result<Vec<Vec<SearchHit>>> {
+        self.search_batch(&run.field, rows, run.k, run.threads, run.projection.as_deref())
+    }
+
+    fn one(&self, run: &SearchRun, query: &[f32]) -> slate::Result<(Vec<SearchHit>, String)> {
+        let mut search = self
+            .search(&run.field, query)
+            .k(run.k)
+            .threads(run.threads)
+            .strategy(run.strategy)
+            .filter(run.filter.clone());
+        if let Some(p) = &run.projection {
+            search = search.project(p.clone());
+        }
+        if run.explain {
+            search.explain()
+        } else {
+            Ok((search.run()?, String::new()))
+        }
+    }
+}
+
+pub fn run(coll: &impl Searchable, run: &SearchRun) -> Result<(), CliError> {
     let config = coll.config()?;
     let field = config.vector_field(&run.field).ok_or_else(|| {
         CliError::Usage(format!(
@@ -63,13 +122,7 @@ pub fn run(coll: &Collection, run: &SearchRun) -> Result<(), CliError> {
     let write_err = |e| CliError::io(Path::new("<stdout>"), e);
     let start = Instant::now();
     if run.batch {
-        let all = coll.search_batch(
-            &run.field,
-            &queries.rows,
-            run.k,
-            run.threads,
-            run.projection.as_deref(),
-        )?;
+        let all = coll.batch(run, &queries.rows)?;
         let micros = start.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64;
         for (i, hits) in all.iter().enumerate() {
             let line = json!({ "query": i, "hits": hits.iter().map(hit_json).collect::<Vec<_>>(), "micros": micros });
@@ -77,21 +130,12 @@ pub fn run(coll: &Collection, run: &SearchRun) -> Result<(), CliError> {
         }
     } else {
         for i in 0..n {
-            let mut search = coll
-                .search(&run.field, queries.row(i))
-                .k(run.k)
-                .threads(run.threads)
-                .strategy(run.strategy)
-                .filter(run.filter.clone());
-            if let Some(p) = &run.projection {
-                search = search.project(p.clone());
-            }
             let t = Instant::now();
-            let (hits, explain) = search.explain()?;
+            let (hits, explain) = coll.one(run, queries.row(i))?;
             let micros = t.elapsed().as_secs_f64() * 1e6;
             let mut line = json!({ "query": i, "hits": hits.iter().map(hit_json).collect::<Vec<_>>(), "micros": micros });
             if run.explain {
-                line["explain"] = json!(explain.to_string());
+                line["explain"] = json!(explain);
             }
             writeln!(out, "{line}").map_err(write_err)?;
         }
