@@ -5,10 +5,12 @@
 //! - `writes`: inserts, updates, replaces, deletes, upserts and transactions.
 //! - `partitions`: partitioned collections addressed by partition.
 //! - `cli`: the `slate` binary on a generated JSONL file.
+//! - `server`: `slate serve` and `Client` over loopback against the embedded API.
 
 mod cli;
 mod partitions;
 mod queries;
+mod server;
 mod vectors;
 mod writes;
 

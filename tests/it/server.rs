@@ -1,0 +1,840 @@
+//! `slate serve` over loopback: every operation against the embedded API, hostile
+//! frames and wrong tokens refused while other clients keep being served, many
+//! concurrent clients, graceful shutdown, and the CLI's `--server` flags.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Barrier};
+
+use slate::bson::{doc, Bson, Document};
+use slate::server::protocol::{self, FindArgs, WireError};
+use slate::{Client, CollectionConfig, Db, ErrorKind, Metric, Server, ServerConfig, Strategy};
+
+use crate::assert_same_docs;
+
+fn serve(db: &Db) -> Server {
+    Server::start(db.clone(), ServerConfig::new("127.0.0.1:0")).expect("start server")
+}
+
+fn connect(server: &Server) -> Client {
+    Client::connect(server.local_addr().to_string()).expect("connect")
+}
+
+/// Same `Ok` value, or errors of the same kind with the same message.
+#[track_caller]
+fn same<T: PartialEq + std::fmt::Debug>(what: &str, embedded: slate::Result<T>, remote: slate::Result<T>) {
+    match (embedded, remote) {
+        (Ok(e), Ok(r)) => assert_eq!(r, e, "{what}: remote result differs"),
+        (Err(e), Err(r)) => {
+            assert_eq!(r.kind(), e.kind(), "{what}: error kinds differ ({e} / {r})");
+            assert_eq!(r.to_string(), e.to_string(), "{what}: error messages differ");
+            assert!(
+                !matches!(r.kind(), ErrorKind::Connection | ErrorKind::Other),
+                "{what}: {r}"
+            );
+        }
+        (e, r) => panic!("{what}: embedded {e:?}, remote {r:?}"),
+    }
+}
+
+/// Runs `$body` with `$c` bound to the embedded collection, then to the remote
+/// one, and checks the two results are the same.
+macro_rules! both {
+    ($emb:expr, $rem:expr, $c:ident => $body:expr) => {{
+        let e = {
+            let $c = &$emb;
+            $body
+        };
+        let r = {
+            let $c = &$rem;
+            $body
+        };
+        same(stringify!($body), e, r);
+    }};
+}
+
+fn people() -> Vec<Document> {
+    (0..60i32)
+        .map(|i| {
+            let mut d = doc! {
+                "_id": i,
+                "name": format!("p{i}"),
+                "status": if i % 3 == 0 { "active" } else { "idle" },
+                "age": 20 + (i * 7) % 50,
+                "tags": [format!("t{}", i % 4), format!("t{}", i % 5)],
+                "addr": { "city": format!("c{}", i % 6) },
+                "emb": [(i % 7) as f64, (i % 11) as f64, (i % 3) as f64, 1.0],
+            };
+            if i % 10 == 0 {
+                d.insert("note", Bson::Null);
+            }
+            d
+        })
+        .collect()
+}
+
+fn config() -> CollectionConfig {
+    CollectionConfig::new("people")
+        .index("status")
+        .index("addr.city")
+        .vector("emb", 4, Metric::L2)
+}
+
+#[test]
+fn every_operation_gives_what_the_embedded_api_gives() {
+    let embedded = Db::memory();
+    let served = Db::memory();
+    let server = serve(&served);
+    let client = connect(&server);
+
+    let e = embedded.create_collection(config()).unwrap();
+    let r = client.create_collection(config()).unwrap();
+    same(
+        "create twice",
+        embedded.create_collection(config()).map(|_| ()),
+        client.create_collection(config()).map(|_| ()),
+    );
+    same("list", embedded.list_collections(), client.list_collections());
+    same("config", e.config(), r.config());
+    same(
+        "unknown collection",
+        embedded.collection("nope").map(|_| ()),
+        client.collection("nope").map(|_| ()),
+    );
+
+    both!(e, r, c => c.insert_many(people()));
+    both!(e, r, c => c.insert_one(doc! { "_id": "s1", "status": "active", "age": 5 }));
+    both!(e, r, c => c.insert_one(doc! { "_id": 3, "dup": true }));
+    both!(e, r, c => c.insert_many([doc! { "_id": 500 }, doc! { "_id": 501, "emb": [1.0, 2.0] }]));
+    both!(e, r, c => c.count(doc! {}));
+    both!(e, r, c => c.get(7));
+    both!(e, r, c => c.get("s1"));
+    both!(e, r, c => c.get(999));
+    both!(e, r, c => c.get_many(&[Bson::Int32(3), Bson::Int32(999), Bson::String("s1".into())]));
+
+    // find: filter, sort, skip, limit, projection; count; explain
+    type FindCase<'a> = (Document, Vec<&'a str>, usize, Option<usize>, Option<Vec<&'a str>>);
+    let finds: Vec<FindCase> = vec![
+        (doc! {}, vec![], 0, None, None),
+        (doc! { "status": "active" }, vec!["age:desc"], 0, None, None),
+        (
+            doc! { "status": "active", "tags": "t1" },
+            vec!["age"],
+            2,
+            Some(3),
+            Some(vec!["name", "addr.city"]),
+        ),
+        (
+            doc! { "$or": [{ "addr.city": "c1" }, { "age": { "$gt": 60 } }] },
+            vec!["name"],
+            0,
+            Some(5),
+            None,
+        ),
+        (doc! { "note": Bson::Null }, vec![], 1, None, Some(vec!["status"])),
+    ];
+    for (filter, sort, skip, limit, proj) in &finds {
+        let run = || {
+            let mut q = e.find(filter.clone()).skip(*skip);
+            for s in sort {
+                q = q.sort(*s);
+            }
+            if let Some(n) = limit {
+                q = q.limit(*n);
+            }
+            if let Some(p) = proj {
+                q = q.project(p.clone());
+            }
+            q
+        };
+        let run_remote = || {
+            let mut q = r.find(filter.clone()).skip(*skip);
+            for s in sort {
+                q = q.sort(*s);
+            }
+            if let Some(n) = limit {
+                q = q.limit(*n);
+            }
+            if let Some(p) = proj {
+                q = q.project(p.clone());
+            }
+            q
+        };
+        let want = run().run().unwrap();
+        assert!(!want.is_empty(), "{filter}: the case should match something");
+        assert_same_docs(&run_remote().run().unwrap(), &want, &format!("find {filter}"));
+        same("count", run().count(), run_remote().count());
+        same(
+            "explain",
+            run().explain().map(|p| p.to_string()),
+            run_remote().explain(),
+        );
+    }
+    both!(e, r, c => c.find(doc! { "age": { "$frob": 1 } }).run().map(|_| ()));
+    both!(e, r, c => c.find(doc! {}).sort("age:sideways").run().map(|_| ()));
+
+    // writes, upserts included
+    both!(e, r, c => c.update_one(doc! { "status": "idle" }, doc! { "$inc": { "age": 1 } }, false));
+    both!(e, r, c => c.update_many(doc! { "status": "active" }, doc! { "$set": { "flag": true } }, false));
+    both!(e, r, c => c.update_many(doc! { "_id": 777 }, doc! { "$set": { "x": 1 } }, true));
+    both!(e, r, c => c.update_one(doc! { "_id": 1 }, doc! { "$bogus": { "x": 1 } }, false));
+    both!(e, r, c => c.replace_one(doc! { "_id": 2 }, doc! { "name": "two", "status": "idle" }, false));
+    both!(e, r, c => c.replace_one(doc! { "_id": 778 }, doc! { "name": "new" }, true));
+    both!(e, r, c => c.delete_one(doc! { "status": "idle" }));
+    both!(e, r, c => c.delete_many(doc! { "addr.city": "c2" }));
+    both!(e, r, c => c.delete_many(doc! { "$nope": 1 }));
+    both!(e, r, c => c.create_index("age"));
+    both!(e, r, c => c.create_index("age"));
+    both!(e, r, c => c.drop_index("addr.city"));
+    both!(e, r, c => c.drop_index("never"));
+    both!(e, r, c => c.config());
+    assert_same_docs(
+        &r.find(doc! {}).run().unwrap(),
+        &e.find(doc! {}).run().unwrap(),
+        "every document after the writes",
+    );
+
+    // vector search: plain, filtered, forced strategies, projected, explained, batched
+    let q = [3.0f32, 5.0, 1.0, 1.0];
+    both!(e, r, c => c.search("emb", &q).k(5).run());
+    both!(e, r, c => c.search("emb", &q).k(7).filter(doc! { "status": "active" }).project(["name"]).run());
+    for s in [Strategy::Gather, Strategy::Scan, Strategy::Bitmap] {
+        both!(e, r, c => c.search("emb", &q).k(4).filter(doc! { "age": { "$lt": 40 } }).strategy(s).run());
+    }
+    same(
+        "search explain",
+        e.search("emb", &q)
+            .k(3)
+            .filter(doc! { "status": "active" })
+            .explain()
+            .map(|(h, x)| (h, x.to_string())),
+        r.search("emb", &q)
+            .k(3)
+            .filter(doc! { "status": "active" })
+            .explain(),
+    );
+    both!(e, r, c => c.search("emb", &[1.0, 2.0]).run());
+    both!(e, r, c => c.search("nope", &q).run());
+    both!(e, r, c => c.search("emb", &q).k(0).run());
+    let queries: Vec<f32> = (0..5).flat_map(|i| [i as f32, 1.0, 2.0, 0.5]).collect();
+    let proj = ["name".to_owned()];
+    both!(e, r, c => c.search_batch("emb", &queries, 3, 0, Some(&proj)));
+    both!(e, r, c => c.search_batch("emb", &queries[..6], 3, 0, None));
+    // A filtered batch is each query run on its own.
+    let batched = r
+        .search_many("emb", &queries)
+        .k(3)
+        .filter(doc! { "status": "active" })
+        .run()
+        .unwrap();
+    let one_by_one: Vec<_> = queries
+        .chunks(4)
+        .map(|q| {
+            e.search("emb", q)
+                .k(3)
+                .filter(doc! { "status": "active" })
+                .run()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(batched, one_by_one);
+
+    same(
+        "drop",
+        embedded.drop_collection("people"),
+        client.drop_collection("people"),
+    );
+    same(
+        "drop twice",
+        embedded.drop_collection("people"),
+        client.drop_collection("people"),
+    );
+    same(
+        "list after drop",
+        embedded.list_collections(),
+        client.list_collections(),
+    );
+}
+
+#[test]
+fn partitioned_collections_work_over_the_wire() {
+    let embedded = Db::memory();
+    let served = Db::memory();
+    let server = serve(&served);
+    let client = connect(&server);
+    let cfg = || {
+        CollectionConfig::new("notes")
+            .partition_key("tenant")
+            .index("kind")
+    };
+    let e = embedded.create_collection(cfg()).unwrap();
+    let r = client.create_collection(cfg()).unwrap();
+    for tenant in ["a", "b"] {
+        let docs: Vec<Document> = (0..10)
+            .map(|i| doc! { "_id": i, "kind": if i % 2 == 0 { "x" } else { "y" }, "n": i })
+            .collect();
+        both!(e.partition(tenant), r.partition(tenant), c => c.insert_many(docs.clone()));
+    }
+    let (ea, ra) = (e.partition("a"), r.partition("a"));
+    both!(ea, ra, c => c.find(doc! { "kind": "x" }).sort("n:desc").run());
+    both!(ea, ra, c => c.get(3));
+    both!(ea, ra, c => c.insert_one(doc! { "_id": 50, "tenant": "b" }));
+    both!(ea, ra, c => c.update_many(doc! { "kind": "y" }, doc! { "$inc": { "n": 100 } }, false));
+    let (eab, rab) = (
+        e.partitions(vec!["a".into(), "b".into()]),
+        r.partitions(vec!["a".into(), "b".into()]),
+    );
+    both!(eab, rab, c => c.count(doc! { "n": { "$gt": 5 } }));
+    both!(eab, rab, c => c.get_many(&[Bson::Int32(1), Bson::Int32(42)]));
+    both!(e, r, c => c.count(doc! {}));
+}
+
+// ------------------------------------------------------------- hostile input
+
+/// Sends `bytes` on a fresh connection (then, with `close`, shuts down writing)
+/// and returns the server's connection-level reply, if it sent one, after
+/// checking that the server closed the connection.
+fn raw_exchange(addr: SocketAddr, bytes: &[u8], close: bool) -> Option<WireError> {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(bytes).expect("send");
+    if close {
+        s.shutdown(std::net::Shutdown::Write).expect("half-close");
+    }
+    let mut got = Vec::new();
+    // The server closes the connection after its reply: read to the end.
+    let _ = s.read_to_end(&mut got);
+    if got.is_empty() {
+        return None;
+    }
+    let mut rest = got.as_slice();
+    let payload = protocol::read_frame(&mut rest, 1 << 20)
+        .expect("a whole reply frame")
+        .expect("a reply");
+    assert!(rest.is_empty(), "nothing after the refusal");
+    let resp: protocol::Response<protocol::Done> = protocol::decode(&payload).expect("a response");
+    assert_eq!(resp.id, 0, "a frame-level error answers id 0");
+    assert!(resp.ok.is_none());
+    resp.err
+}
+
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    protocol::write_frame(&mut out, payload).expect("frame");
+    out
+}
+
+#[test]
+fn hostile_frames_are_refused_and_everyone_else_is_still_served() {
+    let db = Db::memory();
+    let coll = db.create_collection(CollectionConfig::new("c")).unwrap();
+    coll.insert_many((0..5).map(|i| doc! { "_id": i })).unwrap();
+    let server = Server::start(db.clone(), ServerConfig::new("127.0.0.1:0").max_frame_bytes(1024)).unwrap();
+    let addr = server.local_addr();
+    let bystander = connect(&server).collection("c").unwrap();
+
+    let http = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let err = raw_exchange(addr, http, false).expect("a reply to an HTTP request");
+    assert_eq!(err.kind, "frame_too_large", "{err:?}");
+    assert!(err.message.contains("1024"), "{}", err.message);
+
+    let mut claim = u32::MAX.to_be_bytes().to_vec();
+    claim.extend_from_slice(b"only a few bytes follow");
+    let err = raw_exchange(addr, &claim, false).expect("a reply to a 4 GiB claim");
+    assert_eq!(err.kind, "frame_too_large");
+    assert!(err.message.contains(&u32::MAX.to_string()), "{}", err.message);
+
+    let whole = frame(&protocol::encode(&doc_request()).unwrap());
+    let err = raw_exchange(addr, &whole[..whole.len() / 2], true).expect("a reply to half a frame");
+    assert_eq!(err.kind, "truncated_frame");
+
+    for garbage in [
+        &b"\xc1\xc1\xc1"[..],
+        b"\x2a",
+        b"",
+        b"\x93\x01\x02\x03",
+        b"\x81\xa2id\xa3one",
+    ] {
+        let err = raw_exchange(addr, &frame(garbage), false).expect("a reply to garbage");
+        assert_eq!(err.kind, "bad_frame", "{garbage:?}: {err:?}");
+    }
+
+    // Half a frame then the socket closed before a reply can be read.
+    {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&whole[..7]).unwrap();
+    }
+
+    assert_eq!(bystander.count(doc! {}).unwrap(), 5);
+    let fresh = connect(&server).collection("c").unwrap();
+    assert_eq!(fresh.find(doc! { "_id": { "$gte": 3 } }).run().unwrap().len(), 2);
+}
+
+fn doc_request() -> protocol::RequestOut<'static, FindArgs> {
+    static ARGS: std::sync::OnceLock<FindArgs> = std::sync::OnceLock::new();
+    protocol::RequestOut {
+        id: 1,
+        op: "find",
+        args: ARGS.get_or_init(|| FindArgs {
+            collection: "c".into(),
+            ..FindArgs::default()
+        }),
+    }
+}
+
+#[test]
+fn request_errors_are_typed_and_keep_the_connection() {
+    let db = Db::memory();
+    let coll = db
+        .create_collection(CollectionConfig::new("c").index("k"))
+        .unwrap();
+    coll.insert_many((0..5).map(|i| doc! { "_id": i, "k": i }))
+        .unwrap();
+    let server = serve(&db);
+    let client = connect(&server);
+    let r = client.collection("c").unwrap();
+
+    // Bypass the typed client to send what it never would.
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    let mut send = |id: u64, op: &str, args: &Document| -> protocol::Response<protocol::Done> {
+        #[derive(serde::Serialize)]
+        struct Req<'a> {
+            id: u64,
+            op: &'a str,
+            args: &'a Document,
+        }
+        let payload = protocol::encode(&Req { id, op, args }).unwrap();
+        s.write_all(&frame(&payload)).unwrap();
+        let reply = protocol::read_frame(&mut s, 1 << 20).unwrap().unwrap();
+        protocol::decode(&reply).unwrap()
+    };
+    let resp = send(5, "frobnicate", &doc! {});
+    assert_eq!(resp.id, 5);
+    let err = resp.err.unwrap();
+    assert_eq!(err.kind, "unknown_op");
+    assert!(err.message.contains("frobnicate"), "{}", err.message);
+
+    let err = send(6, "count", &doc! { "colection": "c" }).err.unwrap();
+    assert_eq!(err.kind, "bad_request");
+    assert!(err.message.contains("collection"), "{}", err.message);
+
+    // A filter that is not BSON bytes (a string where bin is expected decodes
+    // as its UTF-8 bytes, which are no BSON document).
+    let err = send(
+        7,
+        "delete_many",
+        &doc! { "collection": "c", "filter": "all of them" },
+    )
+    .err
+    .unwrap();
+    assert_eq!(err.kind, "bad_request");
+    assert!(err.message.contains("filter"), "{}", err.message);
+
+    let resp = send(8, "ping", &doc! {});
+    assert_eq!((resp.id, resp.err), (8, None));
+
+    // Through the typed client: typed errors naming the input, nothing changed.
+    let err = r.delete_many(doc! { "k": { "$within": 3 } }).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadFilter);
+    assert!(err.to_string().contains("$within"), "{err}");
+    let err = r
+        .insert_many([doc! { "_id": 10 }, doc! { "_id": 1 }])
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::DuplicateId);
+    let err = client.collection("nope").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UnknownCollection);
+    assert!(err.to_string().contains("nope"), "{err}");
+    assert_eq!(
+        coll.count(doc! {}).unwrap(),
+        5,
+        "refused requests changed nothing"
+    );
+    assert!(coll.get(10).unwrap().is_none());
+}
+
+#[test]
+fn a_token_is_required_first_and_compared_whole() {
+    let db = Db::memory();
+    db.create_collection(CollectionConfig::new("c")).unwrap();
+    let config = ServerConfig::new("127.0.0.1:0").auth_token("s3cret-token");
+    let server = Server::start(db, config).unwrap();
+    let addr = server.local_addr().to_string();
+
+    let good = Client::builder(addr.clone())
+        .auth_token("s3cret-token")
+        .connect()
+        .unwrap();
+    for wrong in ["s3cret-tokeN", "s3cret", "s3cret-token-and-more", ""] {
+        let err = Client::builder(addr.clone())
+            .auth_token(wrong)
+            .connect()
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unauthorized, "{wrong:?}: {err}");
+    }
+    let anonymous = Client::connect(addr.clone()).unwrap();
+    let err = anonymous.list_collections().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
+    assert!(
+        anonymous.ping().is_err(),
+        "the connection was closed after the refusal"
+    );
+
+    assert_eq!(good.list_collections().unwrap(), vec!["c".to_owned()]);
+    let again = Client::builder(addr)
+        .auth_token("s3cret-token")
+        .connect()
+        .unwrap();
+    again.ping().unwrap();
+}
+
+#[test]
+fn connections_beyond_the_limit_are_refused_busy() {
+    let db = Db::memory();
+    let server = Server::start(db, ServerConfig::new("127.0.0.1:0").max_connections(2)).unwrap();
+    let addr = server.local_addr().to_string();
+    let a = Client::connect(addr.clone()).unwrap();
+    let b = Client::connect(addr.clone()).unwrap();
+    a.ping().unwrap();
+    b.ping().unwrap();
+    let c = Client::connect(addr.clone()).unwrap();
+    let err = c.ping().unwrap_err();
+    assert!(err.to_string().contains("busy"), "{err}");
+    drop(a);
+    // The slot frees once the server sees the close; then a new client gets in.
+    let mut tries = 0;
+    loop {
+        let d = Client::connect(addr.clone()).unwrap();
+        if d.ping().is_ok() {
+            break;
+        }
+        tries += 1;
+        assert!(tries < 1000, "the freed slot never became available");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    b.ping().unwrap();
+}
+
+// -------------------------------------------------------------- concurrency
+
+const CLIENTS: usize = 32;
+const ROUNDS: i64 = 6;
+
+/// Every pair (thread, round) has two documents written in one commit and
+/// updated together; a snapshot holds both or neither, with equal `v`.
+fn check_snapshot(docs: &[Document]) -> BTreeMap<i64, i64> {
+    let mut pairs: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for d in docs {
+        pairs
+            .entry(d.get_i64("pair").expect("pair"))
+            .or_default()
+            .push(d.get_i64("v").expect("v"));
+    }
+    pairs
+        .into_iter()
+        .map(|(pair, vs)| {
+            assert!(
+                vs.len() == 2 && vs[0] == vs[1],
+                "pair {pair} torn in one snapshot: {vs:?}"
+            );
+            (pair, vs[0])
+        })
+        .collect()
+}
+
+#[test]
+fn concurrent_clients_lose_nothing_and_see_whole_commits() {
+    let db = Db::memory();
+    db.create_collection(CollectionConfig::new("c").index("pair"))
+        .unwrap();
+    let server = serve(&db);
+    let addr = server.local_addr().to_string();
+    let start = Arc::new(Barrier::new(CLIENTS));
+    let threads: Vec<_> = (0..CLIENTS as i64)
+        .map(|t| {
+            let addr = addr.clone();
+            let start = Arc::clone(&start);
+            std::thread::spawn(move || {
+                let c = Client::connect(addr).unwrap().collection("c").unwrap();
+                start.wait();
+                for round in 0..ROUNDS {
+                    let pair = t * 100 + round;
+                    c.insert_many([
+                        doc! { "_id": pair * 2, "pair": pair, "v": 0i64 },
+                        doc! { "_id": pair * 2 + 1, "pair": pair, "v": 0i64 },
+                    ])
+                    .unwrap();
+                    let r = c
+                        .update_many(doc! { "pair": pair }, doc! { "$inc": { "v": t + 1 } }, false)
+                        .unwrap();
+                    assert_eq!((r.matched, r.modified), (2, 2));
+                    if round % 3 == 2 {
+                        assert_eq!(c.delete_many(doc! { "pair": pair - 1 }).unwrap(), 2);
+                    }
+                    let seen = check_snapshot(&c.find(doc! {}).project(["pair", "v"]).run().unwrap());
+                    assert_eq!(
+                        seen.get(&pair),
+                        Some(&(t + 1)),
+                        "own write visible to own next read"
+                    );
+                    let got = c
+                        .get_many(&[Bson::Int64(pair * 2), Bson::Int64(pair * 2 + 1)])
+                        .unwrap();
+                    assert!(got.iter().all(Option::is_some));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("client thread");
+    }
+    let mut want = BTreeMap::new();
+    for t in 0..CLIENTS as i64 {
+        for round in 0..ROUNDS {
+            if round % 3 != 1 {
+                want.insert(t * 100 + round, t + 1);
+            }
+        }
+    }
+    let coll = db.collection("c").unwrap();
+    assert_eq!(check_snapshot(&coll.find(doc! {}).run().unwrap()), want);
+    let remote = connect(&server).collection("c").unwrap();
+    assert_eq!(check_snapshot(&remote.find(doc! {}).run().unwrap()), want);
+}
+
+#[test]
+fn shutdown_lets_a_commit_finish_or_not_start() {
+    let db = Db::memory();
+    db.create_collection(CollectionConfig::new("c")).unwrap();
+    let server = serve(&db);
+    let client = connect(&server);
+    let coll = client.collection("c").unwrap();
+    let writer = std::thread::spawn(move || {
+        coll.insert_many((0..3000).map(|i| doc! { "_id": i, "pad": "x".repeat(50) }))
+    });
+    server.shutdown();
+    let result = writer.join().unwrap();
+    let stored = db.collection("c").unwrap().count(doc! {}).unwrap();
+    match result {
+        Ok(ids) => assert_eq!((ids.len(), stored), (3000, 3000), "acknowledged, so all stored"),
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+            assert!(stored == 0 || stored == 3000, "a commit is whole: {stored}");
+        }
+    }
+    assert!(client.ping().is_err(), "the server is gone");
+}
+
+#[test]
+fn a_hand_written_ping_frame_gets_the_documented_bytes() {
+    // docs/protocol.md, "Example": {"id": 1, "op": "ping", "args": {}}
+    let request: &[u8] = b"\x00\x00\x00\x13\x83\xa2id\x01\xa2op\xa4ping\xa4args\x80";
+    let server = serve(&Db::memory());
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    s.write_all(request).unwrap();
+    let mut reply = [0u8; 13];
+    s.read_exact(&mut reply).unwrap();
+    // {"id": 1, "ok": {}}
+    assert_eq!(&reply, b"\x00\x00\x00\x09\x82\xa2id\x01\xa2ok\x80");
+}
+
+// ---------------------------------------------------------------------- CLI
+
+fn slate_cmd(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_slate"))
+        .args(args)
+        .output()
+        .expect("run slate")
+}
+
+#[track_caller]
+fn stdout_of(args: &[&str]) -> String {
+    let out = slate_cmd(args);
+    assert!(
+        out.status.success(),
+        "slate {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+#[test]
+fn cli_find_count_and_search_over_server_print_what_they_print_on_db() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("db");
+    let jsonl = dir.path().join("docs.jsonl");
+    let vectors = dir.path().join("v.f32");
+    let queries = dir.path().join("q.f32");
+    let token = dir.path().join("token");
+    let lines: String = (0..300)
+        .map(|i| {
+            format!(
+                "{{\"_id\": {i}, \"s\": \"s{}\", \"n\": {}, \"when\": {{\"$date\": \"2024-03-0{}T00:00:00Z\"}}, \"x\": {}.5}}\n",
+                i % 7,
+                (i * 37) % 300,
+                1 + i % 9,
+                i % 13
+            )
+        })
+        .collect();
+    std::fs::write(&jsonl, lines).unwrap();
+    let floats: Vec<u8> = (0..300 * 3)
+        .flat_map(|i| ((i % 17) as f32).to_le_bytes())
+        .collect();
+    std::fs::write(&vectors, floats).unwrap();
+    let qs: Vec<u8> = [1.0f32, 2.0, 3.0, 9.0, 0.0, 4.0]
+        .iter()
+        .flat_map(|f| f.to_le_bytes())
+        .collect();
+    std::fs::write(&queries, qs).unwrap();
+    std::fs::write(&token, "tok-123\n").unwrap();
+    let db = data.to_str().unwrap();
+    stdout_of(&[
+        "load",
+        "--db",
+        db,
+        "--collection",
+        "c",
+        "--docs",
+        jsonl.to_str().unwrap(),
+        "--index",
+        "s",
+        "--vectors",
+        vectors.to_str().unwrap(),
+        "--vector-field",
+        "v",
+        "--dim",
+        "3",
+        "--quiet",
+    ]);
+    let queries_s: &[&[&str]] = &[
+        &[
+            "find",
+            "--collection",
+            "c",
+            "--filter",
+            r#"{"s": "s3"}"#,
+            "--sort",
+            "n:desc",
+            "--limit",
+            "9",
+        ],
+        &[
+            "find",
+            "--collection",
+            "c",
+            "--filter",
+            r#"{"n": {"$gt": 100}}"#,
+            "--skip",
+            "4",
+            "--project",
+            "when,x",
+        ],
+        &[
+            "find",
+            "--collection",
+            "c",
+            "--filter",
+            r#"{"s": "s1", "n": {"$lt": 50}}"#,
+            "--explain",
+        ],
+        &["find", "--collection", "c"],
+        &[
+            "count",
+            "--collection",
+            "c",
+            "--filter",
+            r#"{"s": {"$in": ["s1", "s2"]}}"#,
+        ],
+    ];
+    let embedded: Vec<String> = queries_s
+        .iter()
+        .map(|q| stdout_of(&[&q[..1], &["--db", db], &q[1..]].concat()))
+        .collect();
+    let search = |target: &[&str]| {
+        let args = [
+            &["search"][..],
+            target,
+            &[
+                "--collection",
+                "c",
+                "--field",
+                "v",
+                "--queries",
+                queries.to_str().unwrap(),
+                "--k",
+                "4",
+            ],
+            &[
+                "--filter",
+                r#"{"s": {"$ne": "s0"}}"#,
+                "--project",
+                "n",
+                "--explain",
+            ],
+        ]
+        .concat();
+        // Lines without their timings, which differ run to run.
+        stdout_of(&args)
+            .lines()
+            .filter_map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                if v.get("summary").is_some() {
+                    return None;
+                }
+                v.as_object_mut()?.remove("micros");
+                Some(v.to_string())
+            })
+            .collect::<Vec<_>>()
+    };
+    let search_embedded = search(&["--db", db]);
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_slate"))
+        .args([
+            "serve",
+            "--db",
+            db,
+            "--addr",
+            "127.0.0.1:0",
+            "--auth-token-file",
+            token.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let addr = first.trim().rsplit(' ').next().unwrap().to_owned();
+    assert!(first.starts_with("slate: serving "), "{first:?}");
+    let remote_target = [
+        "--server",
+        addr.as_str(),
+        "--auth-token-file",
+        token.to_str().unwrap(),
+    ];
+    for (q, want) in queries_s.iter().zip(&embedded) {
+        let got = stdout_of(&[&q[..1], &remote_target[..], &q[1..]].concat());
+        assert_eq!(&got, want, "slate {q:?} over --server");
+    }
+    assert_eq!(search(&remote_target), search_embedded);
+    let refused = slate_cmd(&["count", "--server", &addr, "--collection", "c"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("auth"),
+        "{refused:?}"
+    );
+
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "SIGTERM stops the server cleanly: {status}");
+    // The database closed cleanly and opens again.
+    assert_eq!(stdout_of(&["count", "--db", db, "--collection", "c"]), "300\n");
+}
