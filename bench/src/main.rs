@@ -1,0 +1,247 @@
+//! `slate-bench`: Slate's benchmark report in one run. Seed 000's document
+//! workload and seed 001's partitioned layout beside SQLite, seed 002's vector
+//! workload against the memory bandwidth measured in the same run, SIFT-small
+//! recall, and the hybrid selectivity sweep; written to `<out>/report.md`,
+//! `<out>/report.json` and PNG plots. Exits non-zero if any figure is missing.
+
+mod concurrency;
+mod docs;
+mod partition;
+mod plots;
+mod records;
+mod report;
+mod sqlite;
+mod timing;
+mod vectors;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use slate_bench::sweep::{run_sweep, SweepConfig};
+
+use crate::report::{Machine, Report, SweepRow, SweepSize};
+use crate::timing::Timing;
+
+/// Errors of the benchmark run.
+pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Slate's benchmark report: every figure beside a peer measured in the same run.
+#[derive(Debug, Parser)]
+#[command(name = "slate-bench", version)]
+struct Args {
+    /// Small sizes and short timings (about a minute): checks that every figure is produced.
+    #[arg(long)]
+    quick: bool,
+    /// Directory for report.md, report.json and the PNG plots.
+    #[arg(long, default_value = "report")]
+    out: PathBuf,
+}
+
+/// The sizes of one mode.
+#[derive(Debug)]
+struct Plan {
+    doc_sizes: Vec<usize>,
+    partition_n: usize,
+    timing: Timing,
+    vector_sizes: Vec<(usize, usize)>,
+    vector_time: Duration,
+    bandwidth_mib: usize,
+    sweep: SweepConfig,
+}
+
+fn plan(quick: bool) -> Plan {
+    if quick {
+        Plan {
+            doc_sizes: vec![5_000],
+            partition_n: 5_000,
+            timing: Timing {
+                min_time: Duration::from_millis(40),
+                min_runs: 2,
+                max_runs: 50,
+            },
+            vector_sizes: vec![
+                (2_000, 128),
+                (5_000, 128),
+                (10_000, 128),
+                (10_000, 384),
+                (10_000, 768),
+            ],
+            vector_time: Duration::from_millis(60),
+            bandwidth_mib: 256,
+            sweep: SweepConfig {
+                n: 20_000,
+                dim: 128,
+                k: 10,
+                queries: 8,
+                min_time: Duration::from_millis(40),
+            },
+        }
+    } else {
+        Plan {
+            doc_sizes: vec![10_000, 100_000],
+            partition_n: 100_000,
+            timing: Timing {
+                min_time: Duration::from_millis(700),
+                min_runs: 3,
+                max_runs: 1_000,
+            },
+            vector_sizes: vec![
+                (10_000, 128),
+                (50_000, 128),
+                (100_000, 128),
+                (100_000, 384),
+                (100_000, 768),
+            ],
+            vector_time: Duration::from_secs(1),
+            bandwidth_mib: 256,
+            sweep: SweepConfig {
+                n: 100_000,
+                dim: 384,
+                k: 10,
+                queries: 16,
+                min_time: Duration::from_millis(500),
+            },
+        }
+    }
+}
+
+fn run(args: &Args) -> Res<Report> {
+    let start = Instant::now();
+    let log = move |msg: &str| eprintln!("[{:6.1}s] {msg}", start.elapsed().as_secs_f64());
+    let p = plan(args.quick);
+    let mut notes = Vec::new();
+
+    log("memory bandwidth");
+    let bandwidth = vectors::bandwidth(p.bandwidth_mib, p.vector_time * 2);
+    let machine = Machine {
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        bandwidth,
+    };
+
+    let mut documents = Vec::new();
+    for &n in &p.doc_sizes {
+        documents.push(docs::run(n, &p.timing, &log)?);
+    }
+    let partitioned = partition::run(p.partition_n, &p.timing, &log)?;
+    let mut concurrency = Vec::new();
+    for &n in &p.doc_sizes {
+        concurrency.push(concurrency::run(n, &log)?);
+    }
+
+    let mut vector_insert = Vec::new();
+    let mut vector_search = Vec::new();
+    for &(n, dim) in &p.vector_sizes {
+        let (ins, rows) = vectors::run_size(n, dim, &machine.bandwidth, p.vector_time, &log)?;
+        vector_insert.push(ins);
+        vector_search.extend(rows);
+    }
+    let sift = vectors::siftsmall_dir();
+    let recall = vectors::recall(&sift, &log)?;
+    if recall.is_none() {
+        notes.push(format!(
+            "SIFT-small not found at {}: recall@10 skipped.",
+            sift.display()
+        ));
+    }
+
+    log(&format!(
+        "hybrid sweep: {} × {}, {} queries",
+        p.sweep.n, p.sweep.dim, p.sweep.queries
+    ));
+    let sweep = run_sweep(&p.sweep)?
+        .into_iter()
+        .map(|s| SweepRow {
+            label: s.label,
+            selectivity: s.selectivity,
+            matching: s.matching,
+            indexed: s.indexed,
+            auto_choice: s.auto_choice,
+            qps: s.qps,
+        })
+        .collect();
+
+    let mut command = String::from("cargo run -p slate-bench --");
+    if args.quick {
+        command.push_str(" --quick");
+    }
+    command.push_str(&format!(" --out {}", args.out.display()));
+    Ok(Report {
+        command,
+        mode: if args.quick { "quick" } else { "full" }.into(),
+        machine,
+        documents,
+        partitioned,
+        concurrency,
+        vector_insert,
+        vector_search,
+        recall,
+        sweep_size: SweepSize {
+            n: p.sweep.n,
+            dim: p.sweep.dim,
+            k: p.sweep.k,
+        },
+        sweep,
+        seconds: start.elapsed().as_secs_f64(),
+        notes,
+    })
+}
+
+fn write(report: &Report, out: &std::path::Path) -> Res<Vec<String>> {
+    std::fs::create_dir_all(out)?;
+    let json = serde_json::to_value(report)?;
+    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&json)?)?;
+    std::fs::write(out.join("report.md"), report::markdown(report, ""))?;
+    let mut missing = Vec::new();
+    report::missing_figures(&json, "$", &mut missing);
+    plots::load_font()?;
+    type Draw = fn(&Report, &std::path::Path) -> Res<()>;
+    let plots: [(&str, Draw); 3] = [
+        ("sweep.png", plots::sweep),
+        ("vector_qps.png", plots::vector_qps),
+        ("sqlite_ratio.png", plots::sqlite_ratio),
+    ];
+    for (file, draw) in plots {
+        let path = out.join(file);
+        match draw(report, &path) {
+            Ok(()) if std::fs::metadata(&path).map(|m| m.len() > 0).unwrap_or(false) => {}
+            Ok(()) => missing.push(format!("{file}: empty")),
+            Err(e) => missing.push(format!("{file}: {e}")),
+        }
+    }
+    Ok(missing)
+}
+
+fn main() {
+    let args = Args::parse();
+    let result = run(&args).and_then(|report| {
+        let missing = write(&report, &args.out)?;
+        Ok((report, missing))
+    });
+    match result {
+        Ok((report, missing)) if missing.is_empty() => {
+            eprintln!(
+                "slate-bench: {} mode done in {:.0} s; report in {}",
+                report.mode,
+                report.seconds,
+                args.out.display()
+            );
+            let losses = report::losses(&report);
+            eprintln!(
+                "  {} ratios above 1 (Slate slower than SQLite): see \"Where Slate is slower\" in report.md",
+                losses.len()
+            );
+        }
+        Ok((_, missing)) => {
+            eprintln!("slate-bench: figures missing or zero:");
+            for m in missing {
+                eprintln!("  {m}");
+            }
+            std::process::exit(1);
+        }
+        Err(e) => {
+            eprintln!("slate-bench: {e}");
+            std::process::exit(1);
+        }
+    }
+}
