@@ -68,7 +68,7 @@ fn plan(quick: bool) -> Plan {
                 (10_000, 768),
             ],
             vector_time: Duration::from_millis(60),
-            bandwidth_mib: 256,
+            bandwidth_mib: 512,
             sweep: SweepConfig {
                 n: 20_000,
                 dim: 128,
@@ -94,7 +94,7 @@ fn plan(quick: bool) -> Plan {
                 (100_000, 768),
             ],
             vector_time: Duration::from_secs(1),
-            bandwidth_mib: 256,
+            bandwidth_mib: 1024,
             sweep: SweepConfig {
                 n: 100_000,
                 dim: 384,
@@ -114,10 +114,7 @@ fn run(args: &Args) -> Res<Report> {
 
     log("memory bandwidth");
     let bandwidth = vectors::bandwidth(p.bandwidth_mib, p.vector_time * 2);
-    let machine = Machine {
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        bandwidth,
-    };
+    let machine = Machine::here(bandwidth);
 
     let mut documents = Vec::new();
     for &n in &p.doc_sizes {

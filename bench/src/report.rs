@@ -14,8 +14,36 @@ use crate::vectors::{Bandwidth, InsertRow, Recall, SearchRow};
 /// This machine.
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
+    /// `model name` from /proc/cpuinfo ("unknown" elsewhere).
+    pub cpu: String,
     pub cores: usize,
+    /// Last-level cache size as the kernel reports it ("unknown" elsewhere).
+    pub l3_cache: String,
     pub bandwidth: Bandwidth,
+}
+
+impl Machine {
+    /// Describes this machine; `bandwidth` is measured by the caller.
+    pub fn here(bandwidth: Bandwidth) -> Self {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_owned())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let l3_cache = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".into());
+        Self {
+            cpu,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            l3_cache,
+            bandwidth,
+        }
+    }
 }
 
 /// One point of the hybrid selectivity sweep.
@@ -164,10 +192,17 @@ pub fn markdown(r: &Report, plots: &str) -> String {
     let _ = writeln!(s, "# Slate benchmark report ({} mode)\n", r.mode);
     let _ = writeln!(
         s,
-        "`{}` — {} cores; memory read bandwidth measured in this run: {:.1} GiB/s on one thread, \
-         {:.1} GiB/s on two (sum over {} MiB). Whole run: {:.0} s. Times are medians in \
+        "`{}` — {}, {} cores, L3 {}; memory read bandwidth measured in this run: {:.1} GiB/s on one \
+         thread, {:.1} GiB/s on two (sum over {} MiB). Whole run: {:.0} s. Times are medians in \
          milliseconds; a ratio is Slate's time ÷ SQLite's (**bold**: above 1, Slate is slower).\n",
-        r.command, r.machine.cores, bw.one_thread_gib_s, bw.two_threads_gib_s, bw.buffer_mib, r.seconds
+        r.command,
+        r.machine.cpu,
+        r.machine.cores,
+        r.machine.l3_cache,
+        bw.one_thread_gib_s,
+        bw.two_threads_gib_s,
+        bw.buffer_mib,
+        r.seconds
     );
     for note in &r.notes {
         let _ = writeln!(s, "> {note}\n");
@@ -302,15 +337,16 @@ pub fn markdown(r: &Report, plots: &str) -> String {
     );
     let _ = writeln!(
         s,
-        "| rows × dim | mode | threads | ms/query | QPS | GiB/s | of bandwidth |"
+        "| rows × dim | vectors, MiB | mode | threads | ms/query | QPS | GiB/s | of bandwidth |"
     );
-    let _ = writeln!(s, "|---|---|--:|--:|--:|--:|--:|");
+    let _ = writeln!(s, "|---|--:|---|--:|--:|--:|--:|--:|");
     for v in &r.vector_search {
         let _ = writeln!(
             s,
-            "| {} × {} | {} | {} | {} | {} | {:.1} | {:.0}% |",
+            "| {} × {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.0}% |",
             thousands(v.n),
             v.dim,
+            (v.n * v.dim * 4) as f64 / (1u64 << 20) as f64,
             v.mode,
             v.threads,
             ms(v.ms_per_query),
