@@ -82,6 +82,9 @@ impl ServerConfig {
     }
 }
 
+/// How long a write to a peer may make no progress before its connection is dropped.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
 #[derive(Debug)]
 struct Shared {
     db: Db,
@@ -199,6 +202,9 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             }
         };
         let _ = stream.set_nodelay(true);
+        // A peer that stops reading its answers cannot hold a thread (and
+        // shutdown) forever.
+        let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         {
             let mut conns = lock(&shared.conns);
@@ -329,7 +335,24 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
             }
             authed = true;
         }
-        handler::handle(&shared.db, &env, &frame, &mut writer)?;
+        // A panic in one request (a bug) answers `internal` and ends this
+        // connection only. Frames are written whole, so the error frame
+        // follows complete frames (for a find: it ends the answer).
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            handler::handle(&shared.db, &env, &frame, &mut writer)
+        }));
+        match handled {
+            Ok(result) => result?,
+            Err(_) => {
+                let msg = format!(
+                    "the server failed while running op {:?} (request id {})",
+                    env.op, env.id
+                );
+                let err = WireError::new(ErrorKind::Internal, msg);
+                handler::reply::<protocol::Done>(&mut writer, env.id, Err(err))?;
+                return finish(writer, reader);
+            }
+        }
         // Pipelined requests already buffered are answered before one flush.
         if reader.buffer().is_empty() {
             writer.flush()?;
@@ -354,7 +377,8 @@ fn finish(mut writer: BufWriter<TcpStream>, mut reader: BufReader<TcpStream>) ->
     stream.set_read_timeout(Some(Duration::from_millis(200)))?;
     let mut sink = [0u8; 8192];
     let mut drained = 0usize;
-    while drained < (1 << 20) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    while drained < (1 << 20) && std::time::Instant::now() < deadline {
         match io::Read::read(&mut reader, &mut sink) {
             Ok(0) | Err(_) => break,
             Ok(n) => drained += n,
