@@ -97,6 +97,44 @@ pub(crate) struct Generation {
     pub(crate) oldest_version: u64,
     /// Published rows with `died != UNSET`.
     pub(crate) retired: AtomicUsize,
+    /// Visible rows after each commit, shared by every generation (versions
+    /// outlive compaction).
+    pub(crate) live: Arc<LiveCounts>,
+}
+
+/// The number of visible rows after each commit, ascending by version, so a
+/// view counts its rows with one binary search instead of a pass over them.
+#[derive(Debug, Default)]
+pub(crate) struct LiveCounts(RwLock<Vec<(u64, usize)>>);
+
+impl LiveCounts {
+    /// Visible rows at `version`: those after the last commit at or below it.
+    pub(crate) fn at(&self, version: u64) -> usize {
+        let counts = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        let i = counts.partition_point(|&(v, _)| v <= version);
+        i.checked_sub(1).map_or(0, |i| counts[i].1)
+    }
+
+    /// Visible rows at the last commit.
+    pub(crate) fn latest(&self) -> usize {
+        let counts = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        counts.last().map_or(0, |&(_, n)| n)
+    }
+
+    /// Records a commit (versions increase).
+    pub(crate) fn record(&self, version: u64, live: usize) {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((version, live));
+    }
+
+    /// Forgets counts no view can ask for: those superseded below `oldest`.
+    fn trim(&self, oldest: u64) {
+        let mut counts = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        let keep_from = counts.partition_point(|&(v, _)| v <= oldest).saturating_sub(1);
+        counts.drain(..keep_from);
+    }
 }
 
 /// Write-side state, behind the cache's writer mutex.
@@ -185,7 +223,7 @@ impl VectorCache {
     /// An empty cache.
     pub fn with_config(config: CacheConfig) -> Result<Self> {
         config.validate()?;
-        let (generation, cursor) = new_generation(&config, 0);
+        let (generation, cursor) = new_generation(&config, 0, Arc::default());
         Ok(VectorCache {
             current: RwLock::new(Arc::clone(&generation)),
             gate: WriteGate::default(),
@@ -231,8 +269,27 @@ impl VectorCache {
                 oldest: generation.oldest_version,
             });
         }
+        // Rows of commits after this one may be published by the time the
+        // snapshot is taken; reading at most this version keeps them out, so
+        // the view's rows and its count (recorded per commit) agree.
+        let committed = self.committed.load(Ordering::Acquire);
+        let version = if committed == UNSET {
+            version.min(UNSET - 1)
+        } else {
+            version.min(committed)
+        };
         let snapshot = generation.arena.snapshot();
-        Ok(CacheView::new(generation, snapshot, version.min(UNSET - 1)))
+        let visible = generation.live.at(version);
+        // A compaction finishing meanwhile may have forgotten this version's
+        // count; it can no longer be served.
+        let oldest = self.generation().oldest_version;
+        if version < oldest {
+            return Err(Error::VersionCompacted {
+                requested: version,
+                oldest,
+            });
+        }
+        Ok(CacheView::new(generation, snapshot, version, visible))
     }
 
     /// The write transaction; blocks while another one (or a compaction) is
@@ -347,7 +404,8 @@ impl VectorCache {
             .filter_map(|&r| Some((snap.id(r)?, snap.vector(r)?)))
             .collect();
 
-        let (generation, mut cursor) = new_generation(&self.config, oldest);
+        old.live.trim(oldest);
+        let (generation, mut cursor) = new_generation(&self.config, oldest, Arc::clone(&old.live));
         let start = cursor.append_many(&items)?;
         let mut retired = 0;
         {
@@ -376,7 +434,11 @@ impl VectorCache {
     }
 }
 
-fn new_generation(config: &CacheConfig, oldest_version: u64) -> (Arc<Generation>, ArenaCursor) {
+fn new_generation(
+    config: &CacheConfig,
+    oldest_version: u64,
+    live: Arc<LiveCounts>,
+) -> (Arc<Generation>, ArenaCursor) {
     let (arena, cursor) = Arena::new(config.dim, config.chunk_rows);
     let generation = Arc::new(Generation {
         config: config.clone(),
@@ -384,6 +446,7 @@ fn new_generation(config: &CacheConfig, oldest_version: u64) -> (Arc<Generation>
         index: RwLock::new(IdIndex::new()),
         oldest_version,
         retired: AtomicUsize::new(0),
+        live,
     });
     (generation, cursor)
 }

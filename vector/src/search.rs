@@ -159,6 +159,29 @@ impl CacheView {
     /// Gather: the k nearest among `rows` (duplicates, invisible and unknown
     /// rows are ignored); distances only for those rows.
     pub fn search_rows(&self, query: &[f32], k: usize, rows: &[RowId]) -> Result<Vec<Hit>> {
+        Ok(self.gather(query, k, rows, None)?.0)
+    }
+
+    /// Gather with a lazy filter: the k nearest among `rows` for which
+    /// `pred` holds; `pred` runs only for rows whose distance would enter the
+    /// current top-k.
+    pub fn search_rows_lazy(
+        &self,
+        query: &[f32],
+        k: usize,
+        rows: &[RowId],
+        pred: RowPredicate<'_>,
+    ) -> Result<(Vec<Hit>, SearchStats)> {
+        self.gather(query, k, rows, Some(pred))
+    }
+
+    fn gather(
+        &self,
+        query: &[f32],
+        k: usize,
+        rows: &[RowId],
+        lazy: Option<RowPredicate<'_>>,
+    ) -> Result<(Vec<Hit>, SearchStats)> {
         self.check_query(query, 0)?;
         let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
         let mut rows = rows.to_vec();
@@ -166,15 +189,31 @@ impl CacheView {
         rows.dedup();
         let kernel = self.metric().kernel();
         let mut top = TopK::with_k(k);
+        let mut stats = SearchStats::default();
         for row in rows {
             let Some(seg) = self.snap.segment(row.index()..row.index() + 1) else {
                 continue;
             };
-            if seg.visible(0, self.version) {
-                top.push(kernel(query, seg.vector(0)), seg.id(0), row);
+            if !seg.visible(0, self.version) {
+                continue;
+            }
+            let distance = kernel(query, seg.vector(0));
+            stats.rows_scanned += 1;
+            let id = seg.id(0);
+            if let Some(pred) = lazy {
+                if !top.would_enter(distance, id) {
+                    continue;
+                }
+                stats.predicate_calls += 1;
+                if !pred(row, id) {
+                    continue;
+                }
+            }
+            if top.push(distance, id, row) {
+                stats.heap_pushes += 1;
             }
         }
-        Ok(top.into_sorted_vec().into_iter().map(Hit::from).collect())
+        Ok((top.into_sorted_vec().into_iter().map(Hit::from).collect(), stats))
     }
 
     fn scan(

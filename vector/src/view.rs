@@ -1,6 +1,6 @@
 //! [`CacheView`]: the rows of a cache as of one version.
 
-use std::sync::{Arc, OnceLock, PoisonError};
+use std::sync::{Arc, PoisonError};
 
 use crate::arena::ArenaSnapshot;
 use crate::cache::Generation;
@@ -16,7 +16,7 @@ pub struct CacheView {
     pub(crate) generation: Arc<Generation>,
     pub(crate) snap: ArenaSnapshot,
     pub(crate) version: u64,
-    visible: OnceLock<usize>,
+    visible: usize,
 }
 
 impl std::fmt::Debug for CacheView {
@@ -31,12 +31,17 @@ impl std::fmt::Debug for CacheView {
 }
 
 impl CacheView {
-    pub(crate) fn new(generation: Arc<Generation>, snap: ArenaSnapshot, version: u64) -> Self {
+    pub(crate) fn new(
+        generation: Arc<Generation>,
+        snap: ArenaSnapshot,
+        version: u64,
+        visible: usize,
+    ) -> Self {
         CacheView {
             generation,
             snap,
             version,
-            visible: OnceLock::new(),
+            visible,
         }
     }
 
@@ -55,16 +60,10 @@ impl CacheView {
         self.generation.config.metric
     }
 
-    /// Rows visible at this view's version (counted on first call).
+    /// Rows visible at this view's version (recorded at each commit, so no
+    /// pass over the rows).
     pub fn len(&self) -> usize {
-        *self.visible.get_or_init(|| {
-            self.snap
-                .ranges(usize::MAX)
-                .into_iter()
-                .filter_map(|r| self.snap.segment(r))
-                .map(|seg| (0..seg.len()).filter(|&i| seg.visible(i, self.version)).count())
-                .sum()
-        })
+        self.visible
     }
 
     /// Whether no row is visible.

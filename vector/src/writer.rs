@@ -184,6 +184,7 @@ impl<'c> Writer<'c> {
                 retired += 1;
             }
         }
+        let live_retired = retired;
         for &row in &self.cancelled {
             // born == died: never visible; reclaimed by compaction.
             state.cursor.set_born(row, version);
@@ -214,6 +215,8 @@ impl<'c> Writer<'c> {
             }
         }
         state.generation.retired.fetch_add(retired, Ordering::Relaxed);
+        let live = state.generation.live.latest() - live_retired + rows.len();
+        state.generation.live.record(version, live);
         state.cursor.publish();
         state.last_version = Some(version);
         self.cache.set_committed(version);

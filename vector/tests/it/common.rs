@@ -160,6 +160,14 @@ pub fn check_view(view: &CacheView, model: &Model, queries: &[Vec<f32>], k: usiz
         }
         let (lazy, _) = view.search_lazy(query, k, 1, &|_, id| filter(id)).unwrap();
         assert_eq!(view.search_rows(query, k, &gather).unwrap(), lazy);
+        // Gather over every row (visible or not) with the filter checked lazily.
+        let every: Vec<RowId> = (0..view.row_count() as u32).map(RowId).collect();
+        let (lazy_rows, stats) = view
+            .search_rows_lazy(query, k, &every, &|_, id| filter(id))
+            .unwrap();
+        assert_eq!(lazy_rows, lazy);
+        assert_eq!(stats.rows_scanned, model.len() as u64);
+        assert!(stats.predicate_calls <= stats.rows_scanned);
     }
     let flat: Vec<f32> = queries.concat();
     for threads in [1, 2] {
