@@ -1,7 +1,8 @@
 //! Reading collections on one snapshot: documents by id, scans, index scans.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use bson::{Bson, Document, RawDocument};
 
@@ -71,13 +72,13 @@ impl<'db> ReadTxn<'db> {
 
     /// The configuration of collection `name` in this snapshot.
     pub fn config(&self, name: &str) -> Result<CollectionConfig> {
-        read_config(self.snap.as_ref(), name)
+        Ok(CollectionConfig::clone(&*read_config(self.snap.as_ref(), name)?))
     }
 
     /// A handle for reading collection `name`. It shares this transaction's
     /// snapshot and may outlive the transaction value.
     pub fn collection(&self, name: &str) -> Result<CollectionRead<'db>> {
-        let config = self.config(name)?;
+        let config = read_config(self.snap.as_ref(), name)?;
         Ok(CollectionRead::new(
             SnapRef::Shared(self.snap.clone()),
             config,
@@ -86,13 +87,28 @@ impl<'db> ReadTxn<'db> {
     }
 }
 
-pub(crate) fn read_config(snap: &dyn Snapshot, name: &str) -> Result<CollectionConfig> {
-    match snap.get(CATALOG_CF, name.as_bytes())? {
-        Some(bytes) => CollectionConfig::from_bytes(name, &bytes),
-        None => Err(Error::UnknownCollection {
+/// The configuration of collection `name` in `snap`. Decoded configurations
+/// are memoised by their stored bytes (a pure function of them), so opening a
+/// collection for a read costs one catalog read and a byte comparison.
+pub(crate) fn read_config(snap: &dyn Snapshot, name: &str) -> Result<Arc<CollectionConfig>> {
+    type Memo = HashMap<String, (Vec<u8>, Arc<CollectionConfig>)>;
+    static DECODED: OnceLock<RwLock<Memo>> = OnceLock::new();
+    let Some(bytes) = snap.get(CATALOG_CF, name.as_bytes())? else {
+        return Err(Error::UnknownCollection {
             name: name.to_owned(),
-        }),
+        });
+    };
+    let memo = DECODED.get_or_init(Default::default);
+    if let Some((stored, config)) = memo.read().unwrap_or_else(PoisonError::into_inner).get(name) {
+        if stored.as_slice() == &*bytes {
+            return Ok(Arc::clone(config));
+        }
     }
+    let config = Arc::new(CollectionConfig::from_bytes(name, &bytes)?);
+    memo.write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(name.to_owned(), (bytes.into_owned(), Arc::clone(&config)));
+    Ok(config)
 }
 
 /// A document read from a collection: its key and raw BSON bytes (borrowed from
@@ -137,7 +153,7 @@ impl<'t> std::ops::Deref for SnapRef<'t> {
 pub struct CollectionRead<'t> {
     snap: SnapRef<'t>,
     cf: String,
-    config: CollectionConfig,
+    config: Arc<CollectionConfig>,
     vectors: Option<Arc<VectorSet>>,
 }
 
@@ -150,7 +166,11 @@ impl std::fmt::Debug for CollectionRead<'_> {
 }
 
 impl<'t> CollectionRead<'t> {
-    pub(crate) fn new(snap: SnapRef<'t>, config: CollectionConfig, vectors: Option<Arc<VectorSet>>) -> Self {
+    pub(crate) fn new(
+        snap: SnapRef<'t>,
+        config: Arc<CollectionConfig>,
+        vectors: Option<Arc<VectorSet>>,
+    ) -> Self {
         Self {
             snap,
             cf: collection_cf(&config.name),

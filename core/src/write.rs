@@ -65,7 +65,7 @@ impl<'db> WriteTxn<'db> {
         if let Some(c) = self.configs.get(name) {
             return Ok(c.clone());
         }
-        let c = read_config(&self.txn, name)?;
+        let c = CollectionConfig::clone(&*read_config(&self.txn, name)?);
         self.configs.insert(name.to_owned(), c.clone());
         Ok(c)
     }

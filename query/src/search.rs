@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bson::{Bson, Document};
 use slate_core::{CollectionRead, Part, RawDoc};
-use slate_vector::{CacheView, Hit, RowId, RowMask};
+use slate_vector::{CacheView, Hit, RowId, RowMask, RowPredicate};
 
 use crate::exec::source_keys;
 use crate::filter::Filter;
@@ -282,6 +282,19 @@ pub fn search(
         None => None,
     };
     let indexed = source.as_ref().is_some_and(Source::uses_index);
+    // An index that answers the filter exactly: its keys are the matches, and
+    // gather and bitmap need not read any document to check them.
+    let exact = match (&spec.filter, &source) {
+        (
+            Some(filter),
+            Some(Source::IndexScan {
+                field,
+                multikey: false,
+                ..
+            }),
+        ) => filter.is_exact_on(field),
+        _ => false,
+    };
     let selectivity = match (&spec.filter, &source) {
         (None, _) => 1.0,
         (Some(_), Some(s)) if s.uses_index() => {
@@ -313,6 +326,8 @@ pub fn search(
     };
     let gather_cost = if spec.filter.is_none() {
         None
+    } else if exact {
+        Some(cand * (model.candidate + 1.0))
     } else if indexed {
         // Candidates, their distances, then verification nearest first.
         Some(cand * (model.candidate + 1.0) + (k * cand / m.max(1.0)).min(cand) * model.doc_check)
@@ -320,7 +335,9 @@ pub fn search(
         // No index: the raw tier reads every document to find the matches.
         Some(n * model.doc_scan + m)
     };
-    let bitmap_cost = if indexed {
+    let bitmap_cost = if exact {
+        Some(cand * model.candidate + n * model.mask_skip + cand)
+    } else if indexed {
         Some(
             cand * model.candidate
                 + n * model.mask_skip
@@ -371,24 +388,18 @@ pub fn search(
         Strategy::Gather => {
             let keys = candidate_keys(read, parts, source.as_ref(), &checker)?;
             let cand_rows = rows_of(&view, &keys);
-            explain.rows_scanned = cand_rows.len() as u64;
-            // Every candidate, nearest first; then verify until k pass.
-            let ordered = if cand_rows.is_empty() {
-                Vec::new()
+            // Raw-tier candidates were checked while gathering, and an exact
+            // index's are matches; otherwise a candidate is checked only when
+            // its distance would enter the top k.
+            let (hits, stats) = if exact || !indexed {
+                view.search_rows_lazy(&spec.query, spec.k, &cand_rows, &|_, _| true)?
             } else {
-                view.search_rows(&spec.query, cand_rows.len(), &cand_rows)?
+                let pred = |_: RowId, key: &[u8]| checker.accepts(key);
+                view.search_rows_lazy(&spec.query, spec.k, &cand_rows, &pred)?
             };
-            let verified = !indexed; // raw-tier candidates are already checked
-            let mut out = Vec::with_capacity(spec.k);
-            for hit in ordered {
-                if out.len() == spec.k {
-                    break;
-                }
-                if verified || checker.accepts(&hit.id) {
-                    out.push(hit);
-                }
-            }
-            out
+            explain.rows_scanned = stats.rows_scanned;
+            explain.heap_pushes = stats.heap_pushes;
+            hits
         }
         Strategy::Bitmap => {
             let Some(source) = source.as_ref().filter(|s| s.uses_index()) else {
@@ -401,8 +412,10 @@ pub fn search(
             for row in rows_of(&view, &keys) {
                 mask.set(row);
             }
-            let pred = |_: RowId, key: &[u8]| checker.accepts(key);
-            let (hits, stats) = view.search_mask_lazy(&spec.query, spec.k, spec.threads, &mask, &pred)?;
+            let check = |_: RowId, key: &[u8]| checker.accepts(key);
+            let pass = |_: RowId, _: &[u8]| true;
+            let pred: RowPredicate<'_> = if exact { &pass } else { &check };
+            let (hits, stats) = view.search_mask_lazy(&spec.query, spec.k, spec.threads, &mask, pred)?;
             explain.rows_scanned = stats.rows_scanned;
             explain.heap_pushes = stats.heap_pushes;
             hits

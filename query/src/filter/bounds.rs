@@ -266,4 +266,53 @@ impl Filter {
         }
         Some(acc)
     }
+
+    /// Whether a single-valued index on `path` answers this filter exactly: every conjunct is a
+    /// predicate on `path` whose intervals hold the keys of the matching documents and of no
+    /// others (`$eq`/`$in` of scalars, ranges on scalars), so that, when no indexed document
+    /// holds an array on `path`, the index's keys in [`Filter::index_bounds`] are exactly the
+    /// matches and need no check against the documents. Conservative: `false` whenever unsure.
+    pub fn is_exact_on(&self, path: &str) -> bool {
+        let conjuncts = self.conjuncts();
+        // An array index in the path (`a.0`) reads differently from how the index stores it.
+        let positional = path.split('.').any(|c| c.bytes().all(|b| b.is_ascii_digit()));
+        !conjuncts.is_empty()
+            && !positional
+            && conjuncts.iter().all(|c| match c {
+                Filter::Field { path: p, pred } if p.as_str() == path => pred.is_exact(),
+                _ => false,
+            })
+    }
+}
+
+/// Operands whose index encoding is matched exactly by `$eq` and by ranges within their type
+/// bracket (no arrays, documents, regexes, NaN, MinKey/MaxKey).
+fn exact_operand(x: &RawBson, allow_null: bool) -> bool {
+    match x {
+        RawBson::Double(f) => !f.is_nan(),
+        RawBson::Int32(_)
+        | RawBson::Int64(_)
+        | RawBson::String(_)
+        | RawBson::Boolean(_)
+        | RawBson::ObjectId(_)
+        | RawBson::DateTime(_) => true,
+        RawBson::Null => allow_null,
+        _ => false,
+    }
+}
+
+impl Predicate {
+    /// Whether [`Predicate::index_intervals`] holds exactly the keys of the values this
+    /// predicate matches (a single-valued path assumed).
+    fn is_exact(&self) -> bool {
+        match self {
+            // A missing path is indexed as null and matches `null`.
+            Predicate::Eq(x) => exact_operand(x, true),
+            Predicate::In(xs) => xs.iter().all(|x| exact_operand(x, true)),
+            Predicate::Gt(x) | Predicate::Gte(x) | Predicate::Lt(x) | Predicate::Lte(x) => {
+                exact_operand(x, false)
+            }
+            _ => false,
+        }
+    }
 }

@@ -317,6 +317,46 @@ fn query() -> impl Strategy<Value = Document> {
 
 // ---- the properties --------------------------------------------------------------------
 
+/// Where `Filter::is_exact_on(p)` holds and the document is single-valued on `p` (what an
+/// index without its multikey marker holds), the document matches exactly when one of its
+/// index keys lies in the bounds: the search planner then skips reading documents.
+fn bounds_are_exact_when_claimed(
+    filter: &Filter,
+    doc: &bson::RawDocument,
+    matches: bool,
+) -> Result<(), TestCaseError> {
+    for c in filter.conjuncts() {
+        let Filter::Field { path, .. } = c else { continue };
+        if !filter.is_exact_on(path.as_str()) {
+            continue;
+        }
+        let whole = lookup_path(doc, path, LeafArrays::Whole);
+        let multikey = whole.len() > 1
+            || whole
+                .iter()
+                .any(|v| matches!(v, PathValue::Value(bson::RawBsonRef::Array(_))));
+        if multikey {
+            continue;
+        }
+        let Some(set) = filter.index_bounds(path.as_str(), false) else {
+            return Err(TestCaseError::fail(format!(
+                "{filter:?} exact on {path} without bounds"
+            )));
+        };
+        let keys = index_values(doc, path);
+        let in_bounds = keys.iter().any(|k| in_set(&set, *k));
+        prop_assert_eq!(
+            in_bounds,
+            matches,
+            "exact filter {:?}: keys {:?}, bounds {:?}",
+            filter,
+            keys,
+            set
+        );
+    }
+    Ok(())
+}
+
 fn in_set(set: &[Interval], v: bson::RawBsonRef<'_>) -> bool {
     let mut key = Vec::new();
     encode_value(v, &mut key);
@@ -376,6 +416,7 @@ proptest! {
             if got {
                 bounds_are_sound(&filter, &bytes)?;
             }
+            bounds_are_exact_when_claimed(&filter, &bytes, got)?;
         }
     }
 }

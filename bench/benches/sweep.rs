@@ -1,0 +1,72 @@
+//! Criterion form of the hybrid selectivity sweep (issue 5): at each
+//! selectivity from 100% to 0.01%, indexed and not, one group timing every
+//! forced strategy, auto, and the reference that is handed the matching rows.
+//!
+//! `bash scripts/bench.sh sweep` (100k × 384, k = 10, one thread per query);
+//! `SLATE_SWEEP_N` and `SLATE_SWEEP_DIM` change the size.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use slate_bench::sweep::{self, SweepConfig, SELECTIVITIES, STRATEGIES};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn bench(c: &mut Criterion) {
+    let config = SweepConfig {
+        n: env_usize("SLATE_SWEEP_N", 100_000),
+        dim: env_usize("SLATE_SWEEP_DIM", 384),
+        ..SweepConfig::default()
+    };
+    let data = sweep::build(&config).expect("sweep data");
+    for indexed in [true, false] {
+        for s in SELECTIVITIES {
+            // Checks every strategy against the reference once (and learns
+            // which strategies can serve this filter) before timing.
+            let point = data
+                .measure_checked(s, indexed)
+                .expect("strategies agree with the reference");
+            let name = format!("sweep/{}{}", s * 100.0, if indexed { "%" } else { "%-unindexed" });
+            let mut group = c.benchmark_group(name);
+            group.throughput(Throughput::Elements(1));
+            group.sample_size(20);
+            let filter = sweep::filter_for(s, indexed);
+            for strategy in STRATEGIES {
+                if !point.usable.contains(&strategy) {
+                    continue;
+                }
+                let mut i = 0;
+                group.bench_function(strategy.to_string(), |b| {
+                    b.iter(|| {
+                        i += 1;
+                        data.slate(&data.queries[i % data.queries.len()], &filter, strategy)
+                            .expect("search")
+                    })
+                });
+            }
+            let mut i = 0;
+            group.bench_function("reference-gather", |b| {
+                b.iter(|| {
+                    i += 1;
+                    data.reference_gather(&data.queries[i % data.queries.len()], &point.rows)
+                        .expect("reference")
+                })
+            });
+            let mut i = 0;
+            group.bench_function("reference-mask", |b| {
+                b.iter(|| {
+                    i += 1;
+                    data.reference_mask(&data.queries[i % data.queries.len()], &point.mask)
+                        .expect("reference")
+                })
+            });
+            group.finish();
+        }
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,4 @@
+//! Slate's benchmark workloads, shared by the `slate-bench` report and the
+//! criterion benches of this crate.
+
+pub mod sweep;

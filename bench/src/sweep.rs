@@ -1,0 +1,369 @@
+//! The hybrid-search selectivity sweep: the k nearest of the documents
+//! matching a filter, from 100% of rows matching down to 0.01%, with every
+//! forced strategy, with auto, and with a reference that is handed the
+//! matching rows for free.
+//!
+//! The data: `n` documents with a random `dim`-d embedding (l2) and a
+//! `bucket` in `0..10_000` spread evenly and independently of the vector,
+//! stored twice: `bucket` (indexed) and `ubucket` (not indexed). The filter
+//! `{bucket: {$lt: s × 10,000}}` matches a fraction `s` of the rows exactly.
+//!
+//! The reference is the plainest exact search that knows the answer set in
+//! advance: the same vectors in their own cache, searched either over just the
+//! matching rows (gather) or over all rows with a precomputed mask, whichever
+//! is faster at that point. It pays nothing to find the matches; Slate's
+//! strategies pay for the estimate, the index reads and the filter checks.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
+use slate::{CollectionConfig, Db, Metric, Strategy};
+use slate_vector::{RowId, RowMask, VectorCache};
+
+/// Distinct bucket values; selectivities are multiples of `1 / BUCKETS`.
+pub const BUCKETS: u64 = 10_000;
+
+/// The selectivities of the sweep, from every row down to one in 10,000.
+pub const SELECTIVITIES: [f64; 6] = [1.0, 0.5, 0.1, 0.01, 0.001, 0.0001];
+
+/// The strategies timed at every point, in table order.
+pub const STRATEGIES: [Strategy; 4] = [Strategy::Gather, Strategy::Scan, Strategy::Bitmap, Strategy::Auto];
+
+/// The size of a sweep run.
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    /// Documents (each with a vector).
+    pub n: usize,
+    /// Vector dimension.
+    pub dim: usize,
+    /// Hits per query.
+    pub k: usize,
+    /// Distinct query vectors, cycled through while timing.
+    pub queries: usize,
+    /// Minimum time spent timing each (point, strategy) pair.
+    pub min_time: Duration,
+}
+
+impl Default for SweepConfig {
+    fn default() -> Self {
+        Self {
+            n: 100_000,
+            dim: 384,
+            k: 10,
+            queries: 16,
+            min_time: Duration::from_millis(500),
+        }
+    }
+}
+
+/// One filter of the sweep and what each strategy achieved on it.
+#[derive(Debug, Clone)]
+pub struct SweepPoint {
+    /// The filter, for tables (`bucket < 1000 (10%, indexed)`).
+    pub label: String,
+    /// Fraction of rows matching.
+    pub selectivity: f64,
+    /// Rows matching.
+    pub matching: usize,
+    /// Whether the filter's field is indexed.
+    pub indexed: bool,
+    /// The strategy auto chose.
+    pub auto_choice: String,
+    /// Queries per second: `gather`, `scan`, `bitmap`, `auto` and
+    /// `reference` (the faster of the two reference searches).
+    pub qps: BTreeMap<String, f64>,
+}
+
+/// The sweep's data set: one collection plus the reference's own copy of the
+/// vectors, and the query vectors.
+#[derive(Debug)]
+pub struct SweepData {
+    /// The database holding collection `docs` (memory store).
+    pub db: Db,
+    /// Reference copy of the vectors; row `i` is document `i`.
+    pub reference: VectorCache,
+    /// Each document's bucket, by row.
+    pub buckets: Vec<u64>,
+    /// Query vectors.
+    pub queries: Vec<Vec<f32>>,
+    /// The configuration it was built with.
+    pub config: SweepConfig,
+}
+
+/// A xorshift generator: deterministic data without a dependency.
+#[derive(Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn unit(&mut self) -> f32 {
+        (self.next() % 20_000) as f32 / 10_000.0 - 1.0
+    }
+}
+
+/// The bucket of document `i`: a fixed permutation of `i mod BUCKETS`, so
+/// each bucket holds `n / BUCKETS` documents scattered over the rows.
+fn bucket_of(i: usize) -> u64 {
+    (i as u64 % BUCKETS) * 7_919 % BUCKETS
+}
+
+/// The filter that matches a fraction `selectivity` of the rows.
+pub fn filter_for(selectivity: f64, indexed: bool) -> Document {
+    let field = if indexed { "bucket" } else { "ubucket" };
+    let bound = (selectivity * BUCKETS as f64).round() as i64;
+    doc! { field: { "$lt": bound } }
+}
+
+/// Builds the data set (in memory; a 100k × 384 build takes a few seconds).
+pub fn build(config: &SweepConfig) -> Result<SweepData, Box<dyn std::error::Error>> {
+    let db = Db::memory();
+    let docs = db.create_collection(CollectionConfig::new("docs").index("bucket").vector(
+        "embedding",
+        config.dim,
+        Metric::L2,
+    ))?;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let reference = VectorCache::new(config.dim, Metric::L2)?;
+    let mut buckets = Vec::with_capacity(config.n);
+    let mut items: Vec<(Vec<u8>, Vec<f32>)> = Vec::with_capacity(config.n);
+    const BATCH: usize = 10_000;
+    let mut batch = Vec::with_capacity(BATCH);
+    for i in 0..config.n {
+        let v: Vec<f32> = (0..config.dim).map(|_| rng.unit()).collect();
+        let bucket = bucket_of(i);
+        buckets.push(bucket);
+        let bytes = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        batch.push(doc! {
+            "_id": i as i64,
+            "bucket": bucket as i64,
+            "ubucket": bucket as i64,
+            "embedding": Binary { subtype: BinarySubtype::Generic, bytes },
+        });
+        items.push((slate_core::value::encode_id(&Bson::Int64(i as i64))?, v));
+        if batch.len() == BATCH {
+            docs.insert_many(std::mem::take(&mut batch))?;
+        }
+    }
+    if !batch.is_empty() {
+        docs.insert_many(batch)?;
+    }
+    reference.load(items, 1)?;
+    let queries = (0..config.queries.max(1))
+        .map(|_| (0..config.dim).map(|_| rng.unit()).collect())
+        .collect();
+    Ok(SweepData {
+        db,
+        reference,
+        buckets,
+        queries,
+        config: config.clone(),
+    })
+}
+
+/// Runs `f` on the queries in turn until `min_time` has passed (and at least
+/// once per query); returns queries per second.
+fn time_qps(
+    queries: &[Vec<f32>],
+    min_time: Duration,
+    mut f: impl FnMut(&[f32]) -> Result<(), Box<dyn std::error::Error>>,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let start = Instant::now();
+    let mut done = 0usize;
+    while done < queries.len() || start.elapsed() < min_time {
+        f(&queries[done % queries.len()])?;
+        done += 1;
+    }
+    Ok(done as f64 / start.elapsed().as_secs_f64())
+}
+
+impl SweepData {
+    /// Rows (= document numbers) whose bucket is below `bound`.
+    fn matching_rows(&self, selectivity: f64) -> Vec<RowId> {
+        let bound = (selectivity * BUCKETS as f64).round() as u64;
+        let view = self
+            .reference
+            .view(1)
+            .expect("reference cache committed at version 1");
+        // Rows are assigned in load order; map through ids to stay exact.
+        (0..self.buckets.len())
+            .filter(|&i| self.buckets[i] < bound)
+            .filter_map(|i| {
+                let key = slate_core::value::encode_id(&Bson::Int64(i as i64)).ok()?;
+                view.row_of(&key)
+            })
+            .collect()
+    }
+
+    /// The reference's hits for one query: distances, nearest first, by
+    /// gathering just the matching rows.
+    pub fn reference_gather(&self, query: &[f32], rows: &[RowId]) -> Result<Vec<f32>, slate_vector::Error> {
+        let view = self.reference.view(1)?;
+        Ok(view
+            .search_rows(query, self.config.k, rows)?
+            .iter()
+            .map(|h| h.distance)
+            .collect())
+    }
+
+    /// The reference's hits for one query by scanning every row under a mask.
+    pub fn reference_mask(&self, query: &[f32], mask: &RowMask) -> Result<Vec<f32>, slate_vector::Error> {
+        let view = self.reference.view(1)?;
+        Ok(view
+            .search_mask(query, self.config.k, 1, mask)?
+            .iter()
+            .map(|h| h.distance)
+            .collect())
+    }
+
+    /// One search through Slate: the distances of the hits and the strategy
+    /// that ran.
+    pub fn slate(
+        &self,
+        query: &[f32],
+        filter: &Document,
+        strategy: Strategy,
+    ) -> Result<(Vec<f32>, Strategy), slate::Error> {
+        let docs = self.db.collection("docs")?;
+        let (hits, explain) = docs
+            .search("embedding", query)
+            .k(self.config.k)
+            .filter(filter.clone())
+            .strategy(strategy)
+            .threads(1)
+            .explain()?;
+        Ok((hits.iter().map(|h| h.distance).collect(), explain.strategy))
+    }
+
+    /// Prepares one point of the sweep: the matching rows handed to the
+    /// reference, and a check on the first queries that every strategy
+    /// returns the reference's hits. A strategy that cannot serve the filter
+    /// (gather or bitmap without an index) refuses with an error and is left
+    /// out of `usable`.
+    pub fn measure_checked(
+        &self,
+        selectivity: f64,
+        indexed: bool,
+    ) -> Result<Checked, Box<dyn std::error::Error>> {
+        let filter = filter_for(selectivity, indexed);
+        let rows = self.matching_rows(selectivity);
+        let view = self.reference.view(1)?;
+        let mut mask = RowMask::new(view.row_count());
+        for &row in &rows {
+            mask.set(row);
+        }
+        let mut auto_choice = Strategy::Auto;
+        let mut usable: Vec<Strategy> = STRATEGIES.to_vec();
+        for query in self.queries.iter().take(2) {
+            let expected = self.reference_gather(query, &rows)?;
+            if self.reference_mask(query, &mask)? != expected {
+                return Err("reference: gather and mask disagree".into());
+            }
+            for strategy in STRATEGIES {
+                let (got, ran) = match self.slate(query, &filter, strategy) {
+                    Ok(r) => r,
+                    Err(_) if !indexed && matches!(strategy, Strategy::Gather | Strategy::Bitmap) => {
+                        usable.retain(|s| *s != strategy);
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                if got != expected {
+                    return Err(format!(
+                        "{strategy} at selectivity {selectivity} (indexed: {indexed}) differs from the reference"
+                    )
+                    .into());
+                }
+                if strategy == Strategy::Auto {
+                    auto_choice = ran;
+                }
+            }
+        }
+        Ok(Checked {
+            selectivity,
+            indexed,
+            filter,
+            rows,
+            mask,
+            usable,
+            auto_choice,
+        })
+    }
+
+    /// Times every usable strategy and the reference at one point of the
+    /// sweep, after checking them against the reference.
+    pub fn measure(&self, selectivity: f64, indexed: bool) -> Result<SweepPoint, Box<dyn std::error::Error>> {
+        let point = self.measure_checked(selectivity, indexed)?;
+        let q = &self.queries;
+        let t = self.config.min_time;
+        let mut qps = BTreeMap::new();
+        for &strategy in &point.usable {
+            let v = time_qps(q, t, |query| {
+                self.slate(query, &point.filter, strategy)?;
+                Ok(())
+            })?;
+            qps.insert(strategy.to_string(), v);
+        }
+        let gather = time_qps(q, t, |query| {
+            self.reference_gather(query, &point.rows)?;
+            Ok(())
+        })?;
+        let masked = time_qps(q, t, |query| {
+            self.reference_mask(query, &point.mask)?;
+            Ok(())
+        })?;
+        qps.insert("reference".into(), gather.max(masked));
+        let percent = selectivity * 100.0;
+        let field = if indexed { "bucket" } else { "ubucket" };
+        let label = format!(
+            "{field} < {} ({percent}%, {})",
+            (selectivity * BUCKETS as f64).round(),
+            if indexed { "indexed" } else { "not indexed" }
+        );
+        Ok(SweepPoint {
+            label,
+            selectivity,
+            matching: point.rows.len(),
+            indexed,
+            auto_choice: point.auto_choice.to_string(),
+            qps,
+        })
+    }
+}
+
+/// One point of the sweep, checked and ready to time.
+#[derive(Debug)]
+pub struct Checked {
+    /// Fraction of rows matching.
+    pub selectivity: f64,
+    /// Whether the filter's field is indexed.
+    pub indexed: bool,
+    /// The filter.
+    pub filter: Document,
+    /// The matching rows of the reference cache.
+    pub rows: Vec<RowId>,
+    /// The same rows as a mask.
+    pub mask: RowMask,
+    /// Strategies that can serve the filter.
+    pub usable: Vec<Strategy>,
+    /// The strategy auto chose.
+    pub auto_choice: Strategy,
+}
+
+/// Builds the data set and measures every selectivity, indexed and not.
+pub fn run_sweep(config: &SweepConfig) -> Result<Vec<SweepPoint>, Box<dyn std::error::Error>> {
+    let data = build(config)?;
+    let mut points = Vec::new();
+    for indexed in [true, false] {
+        for s in SELECTIVITIES {
+            points.push(data.measure(s, indexed)?);
+        }
+    }
+    Ok(points)
+}
