@@ -255,6 +255,9 @@ impl CacheView {
         };
         let kernel = self.metric().kernel();
         let base = seg.base();
+        // `top.bound()`, cached: a distance above it cannot enter, so most rows
+        // cost one float compare after their distance and no id or heap access.
+        let mut bound = top.bound();
         for i in 0..seg.len() {
             let row = RowId((base + i) as u32);
             if filters.mask.is_some_and(|m| !m.contains(row)) || !seg.visible(i, self.version) {
@@ -262,6 +265,9 @@ impl CacheView {
             }
             let distance = kernel(query, seg.vector(i));
             stats.rows_scanned += 1;
+            if distance > bound {
+                continue;
+            }
             let id = seg.id(i);
             if let Some(pred) = filters.lazy {
                 if !top.would_enter(distance, id) {
@@ -274,6 +280,7 @@ impl CacheView {
             }
             if top.push(distance, id, row) {
                 stats.heap_pushes += 1;
+                bound = top.bound();
             }
         }
     }

@@ -98,9 +98,23 @@ impl<'a> TopK<'a> {
         self.heap.peek()
     }
 
+    /// A distance above which no candidate can enter now: the worst kept
+    /// distance once k are held, `+inf` before (NaN when the worst is NaN,
+    /// which every comparison fails, so NaN bounds reject nothing). A
+    /// candidate *at* the bound may still enter on its id, so callers skip
+    /// only `distance > bound`.
+    #[inline]
+    pub fn bound(&self) -> f32 {
+        match self.heap.peek() {
+            Some(worst) if self.heap.len() >= self.k.get() => worst.distance,
+            _ => f32::INFINITY,
+        }
+    }
+
     /// Whether a candidate at `distance` with `id` would be kept by
     /// [`push`](Self::push) now. Lets a caller check a filter only for rows
     /// that matter.
+    #[inline]
     pub fn would_enter(&self, distance: f32, id: &[u8]) -> bool {
         match self.heap.peek() {
             Some(worst) if self.heap.len() >= self.k.get() => {
@@ -111,11 +125,13 @@ impl<'a> TopK<'a> {
     }
 
     /// Offers a candidate; returns whether it was kept.
+    #[inline]
     pub fn push(&mut self, distance: f32, id: &'a [u8], row: RowId) -> bool {
         self.push_candidate(Candidate { distance, id, row })
     }
 
     /// Offers a candidate; returns whether it was kept.
+    #[inline]
     pub fn push_candidate(&mut self, candidate: Candidate<'a>) -> bool {
         if self.heap.len() < self.k.get() {
             self.heap.push(candidate);
@@ -159,7 +175,10 @@ mod tests {
         let mut top = TopK::new(3).expect("k > 0");
         assert!(top.push(2.0, &ids[5], RowId(5)));
         assert!(top.push(1.0, &ids[4], RowId(4)));
+        assert_eq!(top.bound(), f32::INFINITY);
         assert!(top.push(1.0, &ids[3], RowId(3)));
+        // Full: the bound is the worst kept distance.
+        assert_eq!(top.bound(), 2.0);
         // Full: equal distance, larger id than the worst (2.0, f) is still better.
         assert!(top.would_enter(1.0, &ids[5]));
         assert!(!top.would_enter(2.0, &ids[5]));

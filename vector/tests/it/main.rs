@@ -2,6 +2,7 @@
 //! reference.
 #![allow(clippy::unwrap_used)]
 
+mod batch;
 mod common;
 mod concurrency;
 mod distance;
