@@ -8,7 +8,7 @@ bash scripts/setup.sh
 source scripts/env.sh
 if [ $# -gt 0 ]; then
     bench="$1"; shift
-    cargo bench --profile dev --bench "$bench" -- "$@"
+    cargo bench --profile dev --workspace --bench "$bench" -- "$@"
 else
     cargo bench --profile dev
 fi

@@ -1,12 +1,15 @@
 //! Criterion form of the hybrid selectivity sweep (issue 5): at each
 //! selectivity from 100% to 0.01%, indexed and not, one group timing every
-//! forced strategy, auto, and the reference that is handed the matching rows.
+//! forced strategy, auto, and the references that are handed the matching
+//! rows. First prints the planner's cost constants measured on this machine
+//! beside the ones `CostModel` uses.
 //!
 //! `bash scripts/bench.sh sweep` (100k × 384, k = 10, one thread per query);
-//! `SLATE_SWEEP_N` and `SLATE_SWEEP_DIM` change the size.
+//! `SLATE_SWEEP_N` and `SLATE_SWEEP_DIM` change the size, and
+//! `SLATE_SWEEP_ONLY=0.01` runs just that selectivity (indexed), for profiling.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use slate_bench::sweep::{self, SweepConfig, SELECTIVITIES, STRATEGIES};
+use slate_bench::sweep::{self, SweepConfig, SweepData, SELECTIVITIES, STRATEGIES};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -15,15 +18,44 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+fn calibrate(data: &SweepData, config: &SweepConfig) {
+    let cal = data.calibrate().expect("calibration");
+    let model = slate::query::CostModel::for_dim(config.dim);
+    eprintln!(
+        "calibration at {} x {}: row {:.1} ns; in rows: doc_check {:.2} (model {:.2}), doc_scan {:.2} \
+         (model {:.2}), candidate {:.2} (model {:.2}), mask_skip {:.4} (model {:.4})",
+        config.n,
+        config.dim,
+        cal.row_nanos,
+        cal.doc_check,
+        model.doc_check,
+        cal.doc_scan,
+        model.doc_scan,
+        cal.candidate,
+        model.candidate,
+        cal.mask_skip,
+        model.mask_skip
+    );
+}
+
 fn bench(c: &mut Criterion) {
     let config = SweepConfig {
         n: env_usize("SLATE_SWEEP_N", 100_000),
         dim: env_usize("SLATE_SWEEP_DIM", 384),
         ..SweepConfig::default()
     };
+    let only: Option<f64> = std::env::var("SLATE_SWEEP_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let data = sweep::build(&config).expect("sweep data");
+    if only.is_none() {
+        calibrate(&data, &config);
+    }
     for indexed in [true, false] {
         for s in SELECTIVITIES {
+            if only.is_some_and(|o| (o - s * 100.0).abs() > 1e-9 || !indexed) {
+                continue;
+            }
             // Checks every strategy against the reference once (and learns
             // which strategies can serve this filter) before timing.
             let point = data

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
-use slate::{CollectionConfig, Db, Metric, Strategy};
+use slate::{CollectionConfig, Db, Metric, SearchExplain, Strategy};
 use slate_vector::{RowId, RowMask, VectorCache};
 
 /// Distinct bucket values; selectivities are multiples of `1 / BUCKETS`.
@@ -230,6 +230,17 @@ impl SweepData {
         filter: &Document,
         strategy: Strategy,
     ) -> Result<(Vec<f32>, Strategy), slate::Error> {
+        let (distances, explain) = self.slate_explain(query, filter, strategy)?;
+        Ok((distances, explain.strategy))
+    }
+
+    /// One search through Slate: the distances of the hits and what it did.
+    pub fn slate_explain(
+        &self,
+        query: &[f32],
+        filter: &Document,
+        strategy: Strategy,
+    ) -> Result<(Vec<f32>, SearchExplain), slate::Error> {
         let docs = self.db.collection("docs")?;
         let (hits, explain) = docs
             .search("embedding", query)
@@ -238,7 +249,58 @@ impl SweepData {
             .strategy(strategy)
             .threads(1)
             .explain()?;
-        Ok((hits.iter().map(|h| h.distance).collect(), explain.strategy))
+        Ok((hits.iter().map(|h| h.distance).collect(), explain))
+    }
+
+    /// Measures the planner's cost constants on this machine, in units of one
+    /// row scanned (see [`Calibration`]).
+    pub fn calibrate(&self) -> Result<Calibration, Box<dyn std::error::Error>> {
+        let n = self.buckets.len() as f64;
+        let q = &self.queries;
+        let t = self.config.min_time;
+        let secs = |qps: f64| 1.0 / qps;
+        // One row: an unfiltered scan.
+        let all = secs(time_qps(q, t, |query| {
+            self.slate(query, &Document::new(), Strategy::Scan)?;
+            Ok(())
+        })?);
+        let row = all / n;
+        // A skipped row: a masked scan of the reference over an empty mask.
+        let view = self.reference.view(1)?;
+        let empty = RowMask::new(view.row_count());
+        let skipped = secs(time_qps(q, t, |query| {
+            view.search_mask(query, self.config.k, 1, &empty)?;
+            Ok(())
+        })?);
+        // An index candidate: gather over an exact 10% filter pays a key read
+        // and a row lookup per candidate, plus its distance.
+        let ten = filter_for(0.1, true);
+        let (_, ex) = self.slate_explain(&q[0], &ten, Strategy::Gather)?;
+        let gather = secs(time_qps(q, t, |query| {
+            self.slate(query, &ten, Strategy::Gather)?;
+            Ok(())
+        })?);
+        // A point check: a lazy scan under a filter (unindexed) that almost no
+        // row passes checks nearly every row's document by key.
+        let rare = filter_for(0.0001, false);
+        let (_, lazy) = self.slate_explain(&q[0], &rare, Strategy::Scan)?;
+        let scan = secs(time_qps(q, t, |query| {
+            self.slate(query, &rare, Strategy::Scan)?;
+            Ok(())
+        })?);
+        // A sequential check: gather without an index reads every document in
+        // key order and keeps the matches.
+        let raw = secs(time_qps(q, t, |query| {
+            self.slate(query, &rare, Strategy::Gather)?;
+            Ok(())
+        })?);
+        Ok(Calibration {
+            row_nanos: row * 1e9,
+            mask_skip: skipped / n / row,
+            candidate: (gather / (ex.rows_scanned.max(1) as f64) / row - 1.0).max(0.0),
+            doc_check: ((scan - all) / (lazy.docs_checked.max(1) as f64) / row).max(0.0),
+            doc_scan: raw / n / row,
+        })
     }
 
     /// Prepares one point of the sweep: the matching rows handed to the
@@ -335,6 +397,23 @@ impl SweepData {
             qps,
         })
     }
+}
+
+/// The planner's cost constants measured on this machine, each in units of one
+/// row scanned (the cost of one distance), as `slate_query::CostModel` uses
+/// them.
+#[derive(Debug, Clone, Copy)]
+pub struct Calibration {
+    /// Nanoseconds per row of an unfiltered single-threaded scan.
+    pub row_nanos: f64,
+    /// A row skipped by a bitmap test.
+    pub mask_skip: f64,
+    /// An index key read and mapped to its row (beyond its distance).
+    pub candidate: f64,
+    /// A document read by key and checked against the filter.
+    pub doc_check: f64,
+    /// A document read and checked during a sequential scan.
+    pub doc_scan: f64,
 }
 
 /// One point of the sweep, checked and ready to time.

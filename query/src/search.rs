@@ -149,8 +149,12 @@ impl std::fmt::Display for SearchExplain {
 }
 
 /// Relative costs, in units of one row scanned (a distance on `dim` floats
-/// read sequentially). Calibrated by `benches/vectors.rs` (`calibrate/*`) on a
-/// 2-core machine at dim 384; documented in BENCHMARKS.md.
+/// read sequentially). Measured by the calibration in `bench/src/sweep.rs`
+/// (`SweepData::calibrate`, printed by `bash scripts/bench.sh sweep`) on the
+/// 2-core development machine at 100k rows × 384 (MemoryStore, one thread;
+/// three runs: doc_check 4.4–5.3, doc_scan 2.0–2.2, candidate 5.5–6.8,
+/// mask_skip 0.009), and scaled by dimension; at dim 128 the same run measured
+/// within 30% of the scaled values. Recorded in BENCHMARKS.md.
 #[derive(Debug, Clone, Copy)]
 pub struct CostModel {
     /// One document fetched by key and checked against the filter (a lazy
@@ -170,10 +174,10 @@ impl CostModel {
     pub fn for_dim(dim: usize) -> Self {
         let scale = 384.0 / dim.max(1) as f64;
         Self {
-            doc_check: 12.0 * scale,
-            doc_scan: 3.0 * scale,
-            candidate: 3.0 * scale,
-            mask_skip: 0.02 * scale,
+            doc_check: 5.0 * scale,
+            doc_scan: 2.1 * scale,
+            candidate: 6.0 * scale,
+            mask_skip: 0.009 * scale,
         }
     }
 
