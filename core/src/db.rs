@@ -10,20 +10,28 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
+use crate::readers::{Readers, TrackedStore};
 use crate::store::{begin_write, Direction, KeyRange, Store};
 use crate::vectors::VectorSet;
 use crate::{Error, ReadTxn, Result, WriteTxn};
 
 /// A Slate database: named collections of BSON documents over one [`Store`].
 pub struct Database {
+    /// The store, wrapped so that its snapshots register in `readers`.
     pub(crate) store: Arc<dyn Store>,
+    /// The store as given (its snapshots are not registered).
+    pub(crate) untracked: Arc<dyn Store>,
+    /// Versions that live snapshots read at: vector compaction keeps them.
+    pub(crate) readers: Arc<Readers>,
     /// Vector caches per collection. Changed only under the store's write lock.
     pub(crate) vectors: RwLock<BTreeMap<String, Arc<VectorSet>>>,
 }
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Database").field("store", &self.store).finish()
+        f.debug_struct("Database")
+            .field("store", &self.untracked)
+            .finish()
     }
 }
 
@@ -34,8 +42,11 @@ impl Database {
         if !store.list_cfs().iter().any(|c| c == CATALOG_CF) {
             store.create_cf(CATALOG_CF)?;
         }
+        let readers = Arc::new(Readers::default());
         let db = Self {
-            store,
+            store: Arc::new(TrackedStore::new(Arc::clone(&store), Arc::clone(&readers))),
+            untracked: store,
+            readers,
             vectors: RwLock::new(BTreeMap::new()),
         };
         let snap = db.store.snapshot();

@@ -14,6 +14,7 @@ mod error;
 mod index;
 pub mod keys;
 mod read;
+mod readers;
 pub mod store;
 pub mod value;
 mod vectors;

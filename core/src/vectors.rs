@@ -1,8 +1,8 @@
 //! The vector caches of a collection and the conversions between stored
 //! vector bytes, BSON values and f32 rows.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bson::{Bson, Document};
 use slate_vector::VectorCache;
@@ -23,10 +23,27 @@ pub(crate) enum VectorOp {
     Delete(Vec<u8>),
 }
 
+/// A cache is compacted after a commit once at least this fraction of its
+/// rows are retired (old versions of updated vectors, deleted ones) ...
+const COMPACT_RETIRED_FRACTION: f64 = 0.25;
+/// ... and it holds at least this many rows (one default chunk).
+const COMPACT_MIN_ROWS: usize = 1024;
+
+/// What the last compaction of one cache left behind.
+#[derive(Debug, Default)]
+struct Compacted {
+    /// The oldest version it kept (rows retired at or below it were dropped).
+    floor: Option<u64>,
+    /// Retired rows it had to keep for older readers.
+    retired_kept: usize,
+}
+
 /// The caches of one collection's vector fields.
 #[derive(Debug)]
 pub(crate) struct VectorSet {
     caches: BTreeMap<String, Arc<VectorCache>>,
+    /// Per field; locked only by committing threads, which take turns anyway.
+    compacted: BTreeMap<String, Mutex<Compacted>>,
 }
 
 impl VectorSet {
@@ -39,8 +56,9 @@ impl VectorSet {
                     .ok()
                     .map(|c| (vf.field.clone(), Arc::new(c)))
             })
-            .collect();
-        Self { caches }
+            .collect::<BTreeMap<_, _>>();
+        let compacted = caches.keys().map(|f| (f.clone(), Mutex::default())).collect();
+        Self { caches, compacted }
     }
 
     /// Builds the caches from the `v:` keys in `snap`.
@@ -152,6 +170,69 @@ impl Database {
             }
             if let Err(e) = writer.commit(version) {
                 log::error!("vector cache {collection}.{field}: commit at {version}: {e}");
+            }
+        }
+    }
+}
+
+impl Database {
+    /// Runs after a commit (its write lock released): compacts each cache
+    /// that `ops` changed once its retired rows pass the threshold, keeping
+    /// every row that a live snapshot may still read.
+    ///
+    /// Retired rows accumulate with every update and delete; without this
+    /// the cache grows with the number of writes, not of vectors. The trigger
+    /// needs [`COMPACT_RETIRED_FRACTION`] of the rows retired, at least
+    /// [`COMPACT_MIN_ROWS`] rows, that many newly retired rows since the last
+    /// compaction (so a reader pinning old rows does not make every commit
+    /// copy the cache for nothing), and the oldest reader to have moved on.
+    ///
+    /// Compaction takes the store's write lock: no commit can be half-way
+    /// (on RocksStore new snapshots wait for one), the next writer waits at
+    /// `begin_write` instead, and no snapshot older than the floor can appear.
+    /// Searches go on throughout: views already taken keep the old rows, new
+    /// views read the old generation until the new one is swapped in.
+    pub(crate) fn compact_vectors(&self, ops: &[(String, String, VectorOp)]) {
+        let touched: BTreeSet<(&str, &str)> = ops.iter().map(|(c, f, _)| (c.as_str(), f.as_str())).collect();
+        for (collection, field) in touched {
+            let Some(set) = self.vector_set(collection) else {
+                continue;
+            };
+            let (Some(cache), Some(compacted)) = (set.cache(field), set.compacted.get(field)) else {
+                continue;
+            };
+            let fraction = cache.retired_fraction();
+            if fraction < COMPACT_RETIRED_FRACTION {
+                continue;
+            }
+            let Ok(rows) = cache.view(u64::MAX).map(|v| v.row_count()) else {
+                continue;
+            };
+            let mut last = compacted.lock().unwrap_or_else(PoisonError::into_inner);
+            let retired = (fraction * rows as f64).round() as usize;
+            let needed = (COMPACT_RETIRED_FRACTION * rows as f64).ceil() as usize;
+            if rows < COMPACT_MIN_ROWS || retired < last.retired_kept + needed {
+                continue;
+            }
+            let _writer = self.store.write_lock();
+            let floor = self.readers.floor(self.untracked.as_ref());
+            if last.floor.is_some_and(|f| floor <= f) {
+                continue;
+            }
+            match cache.compact(floor) {
+                Ok(report) => {
+                    log::debug!(
+                        "vector cache {collection}.{field}: compacted at version {floor}, {} -> {} rows",
+                        report.rows_before,
+                        report.rows_after
+                    );
+                    let kept = cache.retired_fraction() * report.rows_after as f64;
+                    *last = Compacted {
+                        floor: Some(floor),
+                        retired_kept: kept.round() as usize,
+                    };
+                }
+                Err(e) => log::warn!("vector cache {collection}.{field}: compaction at {floor}: {e}"),
             }
         }
     }

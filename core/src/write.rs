@@ -468,7 +468,13 @@ impl<'db> WriteTxn<'db> {
         }
         let db = self.db;
         let ops = std::mem::take(&mut self.vector_ops);
-        self.txn.commit_with(|version| db.apply_vector_ops(&ops, version))
+        let version = self
+            .txn
+            .commit_with(|version| db.apply_vector_ops(&ops, version))?;
+        if !ops.is_empty() {
+            db.compact_vectors(&ops);
+        }
+        Ok(version)
     }
 }
 

@@ -1,6 +1,7 @@
 //! slate-core integration tests: one binary, a module per topic.
 
 mod broken;
+mod compaction;
 mod conformance;
 mod documents;
 mod model;
