@@ -8,6 +8,9 @@
 //! `SLATE_SWEEP_N` and `SLATE_SWEEP_DIM` change the size, and
 //! `SLATE_SWEEP_ONLY=0.01` runs just that selectivity (indexed), for profiling.
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use slate_bench::sweep::{self, SweepConfig, SweepData, SELECTIVITIES, STRATEGIES};
 
