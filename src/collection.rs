@@ -145,9 +145,10 @@ impl Collection {
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let found = read.get_keys(&refs)?;
         let mut out = Vec::with_capacity(ids.len());
+        let mut mat = slate_core::value::Materializer::new();
         for per_id in found.chunks(parts.len().max(1)) {
             let doc = match per_id.iter().flatten().next() {
-                Some(raw) => Some(read.materialize_full(raw)?),
+                Some(raw) => Some(read.materialize_full_with(&mut mat, raw)?),
                 None => None,
             };
             out.push(doc);

@@ -9,6 +9,7 @@ use bson::{Bson, Document, RawDocument};
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::keys;
 use crate::store::{Direction, KeyRange, Snapshot};
+use crate::value::{to_bson, Materializer};
 use crate::vectors::{VectorSet, VectorView};
 use crate::{Database, Error, Result};
 
@@ -181,7 +182,13 @@ impl<'t> CollectionRead<'t> {
 
     /// The document as stored plus every vector it has: what `get` returns.
     pub fn materialize_full(&self, doc: &RawDoc<'_>) -> Result<Document> {
-        let mut out = Document::try_from(doc.raw()?).map_err(|e| Error::Corrupt { what: e.to_string() })?;
+        self.materialize_full_with(&mut Materializer::new(), doc)
+    }
+
+    /// [`CollectionRead::materialize_full`] reusing `m`'s document layout
+    /// (faster over many documents with the same fields).
+    pub fn materialize_full_with(&self, m: &mut Materializer, doc: &RawDoc<'_>) -> Result<Document> {
+        let mut out = m.document(doc.raw()?).map_err(corrupt)?;
         for vf in &self.config.vectors {
             if let Some(v) = self.vector_of(&vf.field, &doc.key)? {
                 crate::vectors::set_path(&mut out, &vf.field, crate::vectors::vector_to_bson(&v));
@@ -194,17 +201,28 @@ impl<'t> CollectionRead<'t> {
     /// the given dot paths; a vector field named there is attached from its
     /// vector key. The single point where raw bytes become a `Document`.
     pub fn materialize(&self, doc: &RawDoc<'_>, projection: Option<&[String]>) -> Result<Document> {
+        self.materialize_with(&mut Materializer::new(), doc, projection)
+    }
+
+    /// [`CollectionRead::materialize`] reusing `m`'s document layout (faster
+    /// over many documents with the same fields).
+    pub fn materialize_with(
+        &self,
+        m: &mut Materializer,
+        doc: &RawDoc<'_>,
+        projection: Option<&[String]>,
+    ) -> Result<Document> {
         let raw = doc.raw()?;
         let Some(fields) = projection else {
-            return Document::try_from(raw).map_err(|e| Error::Corrupt { what: e.to_string() });
+            return m.document(raw).map_err(corrupt);
         };
-        let corrupt = |e: bson::raw::Error| Error::Corrupt { what: e.to_string() };
+        let top_level = |f: &String| !f.contains('.') && self.config.vector_field(f).is_none();
+        if fields.iter().all(top_level) {
+            return project_top_level(m, raw, fields);
+        }
         let mut out = Document::new();
         if let Some(id) = raw.get("_id").map_err(corrupt)? {
-            out.insert(
-                "_id",
-                Bson::try_from(id.to_raw_bson()).map_err(|e| Error::Corrupt { what: e.to_string() })?,
-            );
+            out.insert("_id", to_bson(id).map_err(corrupt)?);
         }
         for field in fields {
             if field == "_id" {
@@ -217,9 +235,7 @@ impl<'t> CollectionRead<'t> {
                 continue;
             }
             if let Some(value) = raw_path(raw, field) {
-                let value = Bson::try_from(value.to_raw_bson())
-                    .map_err(|e| Error::Corrupt { what: e.to_string() })?;
-                crate::vectors::set_path(&mut out, field, value);
+                crate::vectors::set_path(&mut out, field, to_bson(value).map_err(corrupt)?);
             }
         }
         Ok(out)
@@ -387,6 +403,38 @@ impl<'t> CollectionRead<'t> {
         let bytes = self.snap.get(&self.cf, &keys::vector_key(part, field, id))?;
         Ok(bytes.map(|b| crate::vectors::f32s_from_le(&b)))
     }
+}
+
+fn corrupt(e: bson::raw::Error) -> Error {
+    Error::Corrupt { what: e.to_string() }
+}
+
+/// `_id` and the top-level `fields` of `raw` (those present), in that order,
+/// found in one pass over the document (the first of duplicate names wins, as
+/// in `RawDocument::get`).
+fn project_top_level(m: &mut Materializer, raw: &RawDocument, fields: &[String]) -> Result<Document> {
+    let mut id = None;
+    let mut found: Vec<Option<bson::RawBsonRef<'_>>> = vec![None; fields.len()];
+    for element in raw {
+        let (key, value) = element.map_err(corrupt)?;
+        if key == "_id" {
+            id.get_or_insert(value);
+            continue;
+        }
+        for (f, slot) in fields.iter().zip(found.iter_mut()) {
+            if f == key && slot.is_none() {
+                *slot = Some(value);
+            }
+        }
+    }
+    m.fields(|| {
+        let rest = fields
+            .iter()
+            .zip(&found)
+            .filter_map(|(f, v)| v.map(|v| (f.as_str(), v)));
+        id.map(|v| ("_id", v)).into_iter().chain(rest)
+    })
+    .map_err(corrupt)
 }
 
 /// The value at dot path `path` through nested documents (no array expansion).

@@ -9,6 +9,9 @@
 //! - [`visit_path`] / [`lookup_path`] / [`index_values`]: the values at a dot path, with
 //!   MongoDB's array expansion; shared by index maintenance, sort keys and the filter language.
 //!
+//! - [`Materializer`]: raw bytes to `bson::Document`, reusing the field layout of the previous
+//!   document (the one place documents are materialised).
+//!
 //! Malformed raw bytes never panic: a document or array whose bytes stop parsing is read up to
 //! the last well-formed element, consistently in comparison, encoding and path lookup.
 //!
@@ -16,12 +19,14 @@
 
 mod decimal;
 mod encoding;
+mod materialize;
 mod order;
 mod path;
 #[cfg(test)]
 mod tests;
 
 pub use encoding::{decode_value, encode_id, encode_key_value, encode_value, key_successor};
+pub use materialize::{to_bson, Materializer, RawResult};
 pub use order::{bracket, compare, TypeBracket};
 pub use path::{index_values, lookup_path, visit_path, FieldPath, LeafArrays, PathValue};
 

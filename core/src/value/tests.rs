@@ -357,3 +357,59 @@ proptest! {
         prop_assert_eq!(back, want);
     }
 }
+
+/// A raw document appended field by field, so that keys may repeat.
+fn raw_fields(fields: &[(&str, Bson)]) -> RawDocumentBuf {
+    let mut raw = RawDocumentBuf::new();
+    for (k, v) in fields {
+        let v = bson::RawBson::try_from(v.clone()).expect("convertible value");
+        raw.append(*k, v);
+    }
+    raw
+}
+
+/// Equality through the bytes, so that NaN equals NaN.
+fn same(a: &bson::Document, b: &bson::Document) -> bool {
+    let bytes = |d: &bson::Document| RawDocumentBuf::from_document(d).expect("valid").into_bytes();
+    bytes(a) == bytes(b) && a.keys().eq(b.keys())
+}
+
+fn field_sets() -> impl Strategy<Value = Vec<Vec<(&'static str, Bson)>>> {
+    // Few key names, so consecutive documents often share (or nearly share) a layout.
+    let key = prop::sample::select(vec!["_id", "a", "b", "c"]);
+    prop::collection::vec(prop::collection::vec((key, value()), 0..5), 1..8)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn materializer_equals_document_try_from(docs in field_sets()) {
+        let mut m = Materializer::new();
+        for fields in &docs {
+            let raw = raw_fields(fields);
+            let want = bson::Document::try_from(raw.as_ref()).expect("valid");
+            let got = m.document(&raw).expect("valid");
+            prop_assert!(same(&got, &want), "{:?} vs {:?}", got, want);
+            // The same fields given as a list: later duplicates overwrite in place.
+            let got = m
+                .fields(|| raw.iter().map(|e| e.expect("valid")))
+                .expect("valid");
+            prop_assert!(same(&got, &want), "{:?} vs {:?}", got, want);
+        }
+    }
+}
+
+#[test]
+fn materializer_refuses_what_try_from_refuses() {
+    let mut bytes = raw_fields(&[("a", Bson::Int32(1)), ("b", Bson::String("xy".into()))]).into_bytes();
+    let mut m = Materializer::new();
+    let good = RawDocumentBuf::from_bytes(bytes.clone()).expect("valid");
+    assert!(m.document(&good).is_ok());
+    // Make the string "xy" invalid UTF-8.
+    let at = bytes.len() - 4;
+    bytes[at] = 0xff;
+    let bad = bson::RawDocument::from_bytes(&bytes).expect("framing is intact");
+    assert!(bson::Document::try_from(bad).is_err());
+    assert!(m.document(bad).is_err(), "same layout, bad value");
+}

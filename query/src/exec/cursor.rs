@@ -11,6 +11,7 @@ use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::ops::ControlFlow;
 
 use bson::Document;
+use slate_core::value::Materializer;
 use slate_core::{CollectionRead, Part, RawDoc};
 
 use super::sort::{sort_key, Keyed, Sorter};
@@ -60,6 +61,11 @@ pub struct Cursor<'t> {
     remaining: usize,
     stats: ExecStats,
     failed: bool,
+    /// Reuses the field layout of the previous document.
+    mat: Materializer,
+    /// Count-only mode: matches are counted in `counted`, never materialised.
+    counting: bool,
+    counted: u64,
 }
 
 impl std::fmt::Debug for Cursor<'_> {
@@ -194,6 +200,9 @@ impl<'t> Cursor<'t> {
             remaining,
             stats: ExecStats::default(),
             failed: false,
+            mat: Materializer::new(),
+            counting: false,
+            counted: 0,
         };
         cursor.state = if remaining == 0 {
             State::Done
@@ -265,12 +274,19 @@ impl<'t> Cursor<'t> {
             return Ok(());
         }
         self.remaining -= 1;
-        let projected = self.read.materialize(doc, self.plan.projection.as_deref())?;
+        if self.counting {
+            self.counted += 1;
+            return Ok(());
+        }
+        let projected = self
+            .read
+            .materialize_with(&mut self.mat, doc, self.plan.projection.as_deref())?;
         self.out.push_back(projected);
         Ok(())
     }
 
     fn fill(&mut self) -> Result<()> {
+        // Counting never fills `out`, so it runs until the plan is exhausted.
         while self.out.is_empty() && self.remaining > 0 {
             match std::mem::replace(&mut self.state, State::Done) {
                 State::Done => return Ok(()),
@@ -342,13 +358,11 @@ impl<'t> Cursor<'t> {
     /// Counts the matching documents without materialising any (skip and
     /// limit applied).
     pub fn count(mut self) -> Result<u64> {
-        self.plan.projection = Some(Vec::new());
-        let mut n = 0u64;
-        for d in self.by_ref() {
-            d?;
-            n += 1;
-        }
-        Ok(n)
+        self.counted = self.out.len() as u64;
+        self.out.clear();
+        self.counting = true;
+        self.fill()?;
+        Ok(self.counted)
     }
 }
 
