@@ -6,6 +6,10 @@
 
 use std::time::Instant;
 
+// Slate's binaries use mimalloc (README, "Allocator").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use slate::bson::{doc, spec::BinarySubtype, Binary, Document};
 use slate::{CollectionConfig, Db, Metric, Strategy};
 
