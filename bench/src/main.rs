@@ -1,8 +1,10 @@
 //! `slate-bench`: Slate's benchmark report in one run. Seed 000's document
 //! workload and seed 001's partitioned layout beside SQLite, seed 002's vector
 //! workload against the memory bandwidth measured in the same run, SIFT-small
-//! recall, and the hybrid selectivity sweep; written to `<out>/report.md`,
-//! `<out>/report.json` and PNG plots. Exits non-zero if any figure is missing.
+//! recall, the hybrid selectivity sweep, and seed 000's embedded-against-TCP
+//! table; written to `<out>/report.md`, `<out>/report.json` and PNG plots.
+//! `--only tcp` runs the TCP section alone into `<out>/tcp.md` and
+//! `<out>/tcp.json`. Exits non-zero if any figure is missing.
 
 mod concurrency;
 mod docs;
@@ -11,13 +13,14 @@ mod plots;
 mod records;
 mod report;
 mod sqlite;
+mod tcp;
 mod timing;
 mod vectors;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use slate_bench::sweep::{run_sweep, SweepConfig};
 
 use crate::report::{Machine, Report, SweepRow, SweepSize};
@@ -36,6 +39,16 @@ struct Args {
     /// Directory for report.md, report.json and the PNG plots.
     #[arg(long, default_value = "report")]
     out: PathBuf,
+    /// Run one section alone, written to `<out>/<section>.md` and `<out>/<section>.json`.
+    #[arg(long, value_enum)]
+    only: Option<Section>,
+}
+
+/// A section that runs alone with `--only`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Section {
+    /// Seed 000's TCP table: embedded against a server on loopback.
+    Tcp,
 }
 
 /// The sizes of one mode.
@@ -43,6 +56,7 @@ struct Args {
 struct Plan {
     doc_sizes: Vec<usize>,
     partition_n: usize,
+    tcp_n: usize,
     timing: Timing,
     vector_sizes: Vec<(usize, usize)>,
     vector_time: Duration,
@@ -55,6 +69,7 @@ fn plan(quick: bool) -> Plan {
         Plan {
             doc_sizes: vec![5_000],
             partition_n: 5_000,
+            tcp_n: 5_000,
             timing: Timing {
                 min_time: Duration::from_millis(40),
                 min_runs: 2,
@@ -81,6 +96,7 @@ fn plan(quick: bool) -> Plan {
         Plan {
             doc_sizes: vec![10_000, 100_000],
             partition_n: 100_000,
+            tcp_n: 100_000,
             timing: Timing {
                 min_time: Duration::from_millis(700),
                 min_runs: 3,
@@ -106,6 +122,52 @@ fn plan(quick: bool) -> Plan {
     }
 }
 
+/// The command line that reproduces this run.
+fn command(args: &Args) -> String {
+    let mut command = String::from("cargo run -p slate-bench --");
+    if args.quick {
+        command.push_str(" --quick");
+    }
+    if let Some(Section::Tcp) = args.only {
+        command.push_str(" --only tcp");
+    }
+    command.push_str(&format!(" --out {}", args.out.display()));
+    command
+}
+
+fn mode(args: &Args) -> String {
+    if args.quick { "quick" } else { "full" }.into()
+}
+
+/// `--only tcp`: the TCP section alone; returns the figures missing.
+fn run_tcp_only(args: &Args) -> Res<Vec<String>> {
+    let start = Instant::now();
+    let log = move |msg: &str| eprintln!("[{:6.1}s] {msg}", start.elapsed().as_secs_f64());
+    let p = plan(args.quick);
+    let tcp = tcp::run(p.tcp_n, &p.timing, &log)?;
+    let only = tcp::Only {
+        command: command(args),
+        mode: mode(args),
+        cpu: report::Machine::cpu(),
+        cores: report::Machine::cores(),
+        tcp,
+        seconds: start.elapsed().as_secs_f64(),
+    };
+    std::fs::create_dir_all(&args.out)?;
+    let json = serde_json::to_value(&only)?;
+    std::fs::write(args.out.join("tcp.json"), serde_json::to_string_pretty(&json)?)?;
+    std::fs::write(args.out.join("tcp.md"), tcp::only_markdown(&only))?;
+    let mut missing = Vec::new();
+    report::missing_figures(&json, "$", &mut missing);
+    eprintln!(
+        "slate-bench: TCP section ({} mode) done in {:.0} s; report in {}",
+        only.mode,
+        only.seconds,
+        args.out.join("tcp.md").display()
+    );
+    Ok(missing)
+}
+
 fn run(args: &Args) -> Res<Report> {
     let start = Instant::now();
     let log = move |msg: &str| eprintln!("[{:6.1}s] {msg}", start.elapsed().as_secs_f64());
@@ -125,6 +187,7 @@ fn run(args: &Args) -> Res<Report> {
     for &n in &p.doc_sizes {
         concurrency.push(concurrency::run(n, &log)?);
     }
+    let tcp = tcp::run(p.tcp_n, &p.timing, &log)?;
 
     let mut vector_insert = Vec::new();
     let mut vector_search = Vec::new();
@@ -158,18 +221,14 @@ fn run(args: &Args) -> Res<Report> {
         })
         .collect();
 
-    let mut command = String::from("cargo run -p slate-bench --");
-    if args.quick {
-        command.push_str(" --quick");
-    }
-    command.push_str(&format!(" --out {}", args.out.display()));
     Ok(Report {
-        command,
-        mode: if args.quick { "quick" } else { "full" }.into(),
+        command: command(args),
+        mode: mode(args),
         machine,
         documents,
         partitioned,
         concurrency,
+        tcp,
         vector_insert,
         vector_search,
         recall,
@@ -211,6 +270,19 @@ fn write(report: &Report, out: &std::path::Path) -> Res<Vec<String>> {
 
 fn main() {
     let args = Args::parse();
+    if let Some(Section::Tcp) = args.only {
+        match run_tcp_only(&args) {
+            Ok(missing) if missing.is_empty() => return,
+            Ok(missing) => {
+                eprintln!("slate-bench: figures missing or zero:");
+                for m in missing {
+                    eprintln!("  {m}");
+                }
+            }
+            Err(e) => eprintln!("slate-bench: {e}"),
+        }
+        std::process::exit(1);
+    }
     let result = run(&args).and_then(|report| {
         let missing = write(&report, &args.out)?;
         Ok((report, missing))

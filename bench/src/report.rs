@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::concurrency::Concurrency;
 use crate::docs::{self, MEMORY, ROCKS, ROCKS_FRESH, SQLITE, SQLITE_JSON};
 use crate::partition;
+use crate::tcp;
 use crate::vectors::{Bandwidth, InsertRow, Recall, SearchRow};
 
 /// This machine.
@@ -25,7 +26,20 @@ pub struct Machine {
 impl Machine {
     /// Describes this machine; `bandwidth` is measured by the caller.
     pub fn here(bandwidth: Bandwidth) -> Self {
-        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        let l3_cache = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".into());
+        Self {
+            cpu: Self::cpu(),
+            cores: Self::cores(),
+            l3_cache,
+            bandwidth,
+        }
+    }
+
+    /// `model name` from /proc/cpuinfo ("unknown" elsewhere).
+    pub fn cpu() -> String {
+        std::fs::read_to_string("/proc/cpuinfo")
             .ok()
             .and_then(|s| {
                 s.lines()
@@ -33,16 +47,12 @@ impl Machine {
                     .and_then(|l| l.split_once(':'))
                     .map(|(_, v)| v.trim().to_owned())
             })
-            .unwrap_or_else(|| "unknown".into());
-        let l3_cache = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|_| "unknown".into());
-        Self {
-            cpu,
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            l3_cache,
-            bandwidth,
-        }
+            .unwrap_or_else(|| "unknown".into())
+    }
+
+    /// Cores available to this process.
+    pub fn cores() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 }
 
@@ -75,6 +85,8 @@ pub struct Report {
     pub documents: Vec<docs::Table>,
     pub partitioned: partition::Table,
     pub concurrency: Vec<Concurrency>,
+    /// Seed 000's TCP table: embedded against a server on loopback.
+    pub tcp: tcp::Table,
     pub vector_insert: Vec<InsertRow>,
     pub vector_search: Vec<SearchRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -137,7 +149,7 @@ fn get(m: &BTreeMap<String, f64>, k: &str) -> String {
     m.get(k).map_or("–".into(), |x| ms(*x))
 }
 
-fn thousands(n: usize) -> String {
+pub fn thousands(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -314,6 +326,7 @@ pub fn markdown(r: &Report, plots: &str) -> String {
         );
     }
     s.push('\n');
+    tcp::markdown(&r.tcp, &mut s);
     let _ = writeln!(s, "## Vector insert (seed 002), MemoryStore, 10 batches\n");
     let _ = writeln!(s, "| rows × dim | ms | vectors/s |");
     let _ = writeln!(s, "|---|--:|--:|");
