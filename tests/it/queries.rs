@@ -902,6 +902,59 @@ fn explain_uses_an_index_only_when_selective() {
 }
 
 #[test]
+fn a_small_unsorted_limit_stops_estimating_early() {
+    for t in backends() {
+        let (coll, all) = big_collection(&t);
+        // 400 of 2,000 documents: an index scan without a limit (under total / 3).
+        let statuses: Vec<Bson> = (0..20).map(|i| Bson::from(format!("s{i}"))).collect();
+        let filter = doc! { "status": { "$in": statuses } };
+        let plan = |limit: Option<usize>, sort: &[&str]| {
+            let mut f = coll.find(filter.clone());
+            if let Some(l) = limit {
+                f = f.limit(l);
+            }
+            for s in sort {
+                f = f.sort(*s);
+            }
+            f.explain().expect("explain").source
+        };
+        assert!(
+            matches!(plan(None, &[]), Source::IndexScan { estimate: 400, .. }),
+            "[{}]",
+            t.backend
+        );
+        // Limit 5: counting stops at sqrt(5 * 2000) = 100 entries; a scan finds 5 matches
+        // after about 25 documents.
+        assert!(
+            matches!(plan(Some(5), &[]), Source::Scan { .. }),
+            "[{}]",
+            t.backend
+        );
+        // A large limit, or a sort (which reads every match), estimates as before.
+        assert!(
+            matches!(plan(Some(300), &[]), Source::IndexScan { .. }),
+            "[{}]",
+            t.backend
+        );
+        assert!(
+            matches!(plan(Some(5), &["n"]), Source::IndexScan { .. }),
+            "[{}]",
+            t.backend
+        );
+        for (skip, limit) in [(0, Some(5)), (3, Some(5)), (0, Some(300))] {
+            let q = Query {
+                filter: filter.clone(),
+                sort: Vec::new(),
+                skip,
+                limit,
+                projection: None,
+            };
+            check_query(&coll, &all, &q, t.backend);
+        }
+    }
+}
+
+#[test]
 fn the_reference_sort_is_not_vacuous() {
     // Guards the reference itself: min/max array elements, cross-type order, _id ties.
     let mut docs = vec![

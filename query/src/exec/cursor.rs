@@ -14,7 +14,7 @@ use bson::Document;
 use slate_core::value::Materializer;
 use slate_core::{CollectionRead, Part, RawDoc};
 
-use super::sort::{sort_key, Keyed, Sorter};
+use super::sort::{sort_key_ref, Keyed, Sorter};
 use crate::plan::{MergeOp, Plan, Source};
 use crate::Result;
 
@@ -245,10 +245,11 @@ impl<'t> Cursor<'t> {
             &mut stats,
             |doc| {
                 let raw = doc.raw()?;
-                let keys: Vec<_> = fields.iter().map(|f| sort_key(raw, f)).collect();
-                if sorter.would_keep(&keys, &doc.key) {
+                // Borrowed keys first: most documents fall out of a bounded heap.
+                let keys = || fields.iter().map(|f| sort_key_ref(raw, f));
+                if sorter.would_keep_refs(keys(), &doc.key) {
                     sorter.push(Keyed {
-                        keys,
+                        keys: keys().map(|k| k.to_raw_bson()).collect(),
                         doc_key: doc.key.to_vec(),
                         item: doc.bytes.to_vec(),
                     });

@@ -2,9 +2,10 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::ops::ControlFlow;
 
 use bson::{RawBson, RawBsonRef, RawDocument};
-use slate_core::value::{compare, lookup_path, FieldPath, LeafArrays, PathValue};
+use slate_core::value::{compare, visit_path, FieldPath, LeafArrays, PathValue};
 
 /// One sort field: a dot path and a direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,8 +35,13 @@ impl SortField {
 /// taken element by element; `null` when the path is missing, `undefined`
 /// (which sorts below `null`) for an empty array.
 pub fn sort_key(doc: &RawDocument, field: &SortField) -> RawBson {
-    let mut best: Option<RawBsonRef<'_>> = None;
-    for v in lookup_path(doc, &field.path, LeafArrays::Whole) {
+    sort_key_ref(doc, field).to_raw_bson()
+}
+
+/// [`sort_key`], borrowed from `doc` (no allocation).
+pub fn sort_key_ref<'a>(doc: &'a RawDocument, field: &SortField) -> RawBsonRef<'a> {
+    let mut best: Option<RawBsonRef<'a>> = None;
+    let _ = visit_path(doc, &field.path, LeafArrays::Whole, &mut |v| {
         match v {
             PathValue::Missing => best = Some(better(best, RawBsonRef::Null, field.descending)),
             PathValue::Value(RawBsonRef::Array(a)) => {
@@ -50,8 +56,9 @@ pub fn sort_key(doc: &RawDocument, field: &SortField) -> RawBson {
             }
             PathValue::Value(v) => best = Some(better(best, v, field.descending)),
         }
-    }
-    best.unwrap_or(RawBsonRef::Null).to_raw_bson()
+        ControlFlow::<()>::Continue(())
+    });
+    best.unwrap_or(RawBsonRef::Null)
 }
 
 /// The smaller of `best` and `v` (the larger when `descending`); `best` on a tie.
@@ -79,8 +86,18 @@ fn compare_values(x: RawBsonRef<'_>, y: RawBsonRef<'_>) -> Ordering {
 
 /// Compares two documents' sort keys field by field.
 pub fn compare_keys(a: &[RawBson], b: &[RawBson], fields: &[SortField]) -> Ordering {
-    for ((x, y), f) in a.iter().zip(b).zip(fields) {
-        let ord = compare_values(x.as_raw_bson_ref(), y.as_raw_bson_ref());
+    let a = a.iter().map(RawBson::as_raw_bson_ref);
+    compare_key_refs(a, b, fields)
+}
+
+/// [`compare_keys`] with the left keys borrowed.
+fn compare_key_refs<'a>(
+    a: impl Iterator<Item = RawBsonRef<'a>>,
+    b: &[RawBson],
+    fields: &[SortField],
+) -> Ordering {
+    for ((x, y), f) in a.zip(b).zip(fields) {
+        let ord = compare_values(x, y.as_raw_bson_ref());
         let ord = if f.descending { ord.reverse() } else { ord };
         if ord != Ordering::Equal {
             return ord;
@@ -176,12 +193,17 @@ impl<'f, T> Sorter<'f, T> {
     /// Whether an item with these keys would be kept (checked before paying
     /// for an owned copy of the document).
     pub fn would_keep(&self, keys: &[RawBson], doc_key: &[u8]) -> bool {
+        self.would_keep_refs(keys.iter().map(RawBson::as_raw_bson_ref), doc_key)
+    }
+
+    /// [`Sorter::would_keep`] on borrowed keys (see [`sort_key_ref`]).
+    pub fn would_keep_refs<'a>(&self, keys: impl Iterator<Item = RawBsonRef<'a>>, doc_key: &[u8]) -> bool {
         match self.bound {
             None => true,
             Some(0) => false,
             Some(b) if self.heap.len() < b => true,
             Some(_) => self.heap.peek().is_some_and(|worst| {
-                compare_keys(keys, &worst.0.keyed.keys, self.fields)
+                compare_key_refs(keys, &worst.0.keyed.keys, self.fields)
                     .then_with(|| doc_key.cmp(&worst.0.keyed.doc_key))
                     == Ordering::Less
             }),

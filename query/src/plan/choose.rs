@@ -113,7 +113,18 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
         total += read.count(part)?;
     }
     // Estimates stop counting where an index could no longer win.
-    let cap = (total / LOOKUP_COST).max(64);
+    let mut cap = (total / LOOKUP_COST).max(64);
+    if spec.sort.is_empty() {
+        if let Some(limit) = spec.limit {
+            // Unsorted with a limit, a scan stops after `want` matches: about
+            // want * total / n documents for a predicate matching n. Once c
+            // entries are counted, n >= c bounds that by want * total / c, so
+            // past sqrt(want * total) entries the scan costs no more than
+            // the counting would.
+            let want = (limit as u64).saturating_add(spec.skip as u64);
+            cap = cap.min(want.saturating_mul(total).isqrt().max(64));
+        }
+    }
     let mut source = Source::Scan { estimate: total };
     if let Some(filter) = &spec.filter {
         let mut candidates = Vec::new();
