@@ -7,6 +7,10 @@
 //! lazily, at its snapshot's version, possibly long after it began; the
 //! registry is what tells compaction that the version is still needed.
 //!
+//! Every [`Store`] and [`Snapshot`] method is forwarded, provided ones
+//! included, so a backend's specialised version (`multi_get`, `prefix`)
+//! still runs: a method added to either trait must be forwarded here too.
+//!
 //! Invariant: [`Readers::floor`] never exceeds the version of a snapshot
 //! that is alive or that will be taken later. Registration takes the inner
 //! snapshot under the registry lock, so a snapshot not yet registered when
