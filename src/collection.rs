@@ -132,17 +132,26 @@ impl Collection {
         let txn = self.db.inner.read();
         let read = txn.collection(&self.name)?;
         let parts = self.parts(&read)?;
-        let mut keys = Vec::with_capacity(ids.len() * parts.len());
+        // Every key in one buffer: (start, end) of each in `bytes`.
+        let mut bytes = Vec::with_capacity(ids.len() * parts.len() * 16);
+        let mut spans = Vec::with_capacity(ids.len() * parts.len());
+        let prefixes: Vec<Vec<u8>> = parts
+            .iter()
+            .map(|p| slate_core::keys::doc_prefix(p.as_bytes()))
+            .collect();
         for id in ids {
             let enc = slate_core::value::encode_id(id).map_err(|e| slate_core::Error::InvalidId {
                 collection: self.name.clone(),
                 reason: e.to_string(),
             })?;
-            for part in &parts {
-                keys.push(slate_core::keys::doc_key(part.as_bytes(), &enc));
+            for prefix in &prefixes {
+                let start = bytes.len();
+                bytes.extend_from_slice(prefix);
+                bytes.extend_from_slice(&enc);
+                spans.push((start, bytes.len()));
             }
         }
-        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let refs: Vec<&[u8]> = spans.iter().map(|&(s, e)| &bytes[s..e]).collect();
         let found = read.get_keys(&refs)?;
         let mut out = Vec::with_capacity(ids.len());
         let mut mat = slate_core::value::Materializer::new();

@@ -289,14 +289,15 @@ impl<'t> CollectionRead<'t> {
 
     /// Documents by key (as found in [`RawDoc::key`] or an index entry), in the
     /// order given; `None` for a key with no document.
-    pub fn get_keys(&self, keys: &[&[u8]]) -> Result<Vec<Option<RawDoc<'_>>>> {
+    /// The documents borrow their keys from `keys`.
+    pub fn get_keys<'a>(&'a self, keys: &[&'a [u8]]) -> Result<Vec<Option<RawDoc<'a>>>> {
         let values = self.snap.multi_get(&self.cf, keys)?;
         Ok(keys
             .iter()
             .zip(values)
             .map(|(k, v)| {
                 v.map(|bytes| RawDoc {
-                    key: Cow::Owned(k.to_vec()),
+                    key: Cow::Borrowed(*k),
                     bytes,
                 })
             })

@@ -167,6 +167,15 @@ impl Snapshot for MemorySnapshot {
         Ok(self.table(cf)?.get(key).map(|v| Cow::Borrowed(&**v)))
     }
 
+    /// One table lookup for all the keys.
+    fn multi_get(&self, cf: &str, keys: &[&[u8]]) -> Result<Vec<Option<Cow<'_, [u8]>>>> {
+        let table = self.table(cf)?;
+        Ok(keys
+            .iter()
+            .map(|k| table.get(*k).map(|v| Cow::Borrowed(&**v)))
+            .collect())
+    }
+
     fn range(&self, cf: &str, range: &KeyRange, dir: Direction) -> Result<EntryIter<'_>> {
         let table = self.table(cf)?;
         if range.is_empty() {
