@@ -9,7 +9,7 @@ use bson::{Bson, Document, RawDocument};
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::keys;
 use crate::store::{Direction, KeyRange, Snapshot};
-use crate::value::{to_bson, Materializer};
+use crate::value::{project_path, to_bson, Materializer};
 use crate::vectors::{VectorSet, VectorView};
 use crate::{Database, Error, Result};
 
@@ -224,6 +224,15 @@ impl<'t> CollectionRead<'t> {
         if let Some(id) = raw.get("_id").map_err(corrupt)? {
             out.insert("_id", to_bson(id).map_err(corrupt)?);
         }
+        // A path under another projected path projects that one (the whole
+        // value, at the first of their places).
+        let widest = |f: &'_ str| {
+            fields
+                .iter()
+                .filter(|g| f.len() > g.len() && f.starts_with(g.as_str()) && f.as_bytes()[g.len()] == b'.')
+                .min_by_key(|g| g.len())
+                .map_or(f.to_owned(), Clone::clone)
+        };
         for field in fields {
             if field == "_id" {
                 continue;
@@ -234,9 +243,7 @@ impl<'t> CollectionRead<'t> {
                 }
                 continue;
             }
-            if let Some(value) = raw_path(raw, field) {
-                crate::vectors::set_path(&mut out, field, to_bson(value).map_err(corrupt)?);
-            }
+            project_path(&mut out, raw, &widest(field)).map_err(corrupt)?;
         }
         Ok(out)
     }
@@ -436,20 +443,6 @@ fn project_top_level(m: &mut Materializer, raw: &RawDocument, fields: &[String])
         id.map(|v| ("_id", v)).into_iter().chain(rest)
     })
     .map_err(corrupt)
-}
-
-/// The value at dot path `path` through nested documents (no array expansion).
-fn raw_path<'a>(doc: &'a RawDocument, path: &str) -> Option<bson::RawBsonRef<'a>> {
-    let mut cur = doc;
-    let mut parts = path.split('.').peekable();
-    while let Some(p) = parts.next() {
-        let v = cur.get(p).ok().flatten()?;
-        if parts.peek().is_none() {
-            return Some(v);
-        }
-        cur = v.as_document()?;
-    }
-    None
 }
 
 pub(crate) fn read_count(bytes: Option<&[u8]>) -> Result<u64> {

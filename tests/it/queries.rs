@@ -113,44 +113,89 @@ fn reference_sort(docs: &mut [Document], sort: &[(String, bool)]) {
     }
 }
 
-/// The value at a dot path through nested documents only.
-fn get_nested<'d>(doc: &'d Document, path: &str) -> Option<&'d Bson> {
-    let mut parts = path.split('.');
-    let mut cur = doc.get(parts.next()?)?;
-    for p in parts {
-        cur = cur.as_document()?.get(p)?;
-    }
-    Some(cur)
-}
-
-fn set_nested(doc: &mut Document, path: &str, value: Bson) {
-    match path.split_once('.') {
-        None => {
-            doc.insert(path, value);
-        }
-        Some((head, rest)) => {
-            if !matches!(doc.get(head), Some(Bson::Document(_))) {
-                doc.insert(head, Document::new());
-            }
-            if let Some(Bson::Document(inner)) = doc.get_mut(head) {
-                set_nested(inner, rest, value);
-            }
-        }
-    }
-}
-
-/// `_id` first, then each projected path that exists, in the order asked.
+/// `_id` first, then each projected path that exists, in the order asked; a path under
+/// another projected path projects that one.
 pub(crate) fn project(doc: &Document, fields: &[String]) -> Document {
     let mut out = Document::new();
     if let Some(id) = doc.get("_id") {
         out.insert("_id", id.clone());
     }
     for f in fields.iter().filter(|f| *f != "_id") {
-        if let Some(v) = get_nested(doc, f) {
-            set_nested(&mut out, f, v.clone());
-        }
+        let widest = fields
+            .iter()
+            .filter(|g| f.starts_with(&format!("{g}.")))
+            .min_by_key(|g| g.len())
+            .unwrap_or(f);
+        project_into(&mut out, doc, widest);
     }
     out
+}
+
+/// One path (docs/query.md, Projection): documents without it are left out; in an array,
+/// document elements are projected (`{}` when without it), nested arrays likewise, scalars
+/// dropped.
+fn project_into(out: &mut Document, doc: &Document, path: &str) {
+    let (head, rest) = match path.split_once('.') {
+        Some((h, r)) => (h, Some(r)),
+        None => (path, None),
+    };
+    let (Some(value), Some(rest)) = (doc.get(head), rest) else {
+        if let Some(v) = doc.get(head) {
+            out.insert(head, v.clone());
+        }
+        return;
+    };
+    match value {
+        Bson::Document(d) => {
+            let mut inner = match out.get(head) {
+                Some(Bson::Document(existing)) => existing.clone(),
+                _ => Document::new(),
+            };
+            project_into(&mut inner, d, rest);
+            if !inner.is_empty() || matches!(out.get(head), Some(Bson::Document(_))) {
+                out.insert(head, inner);
+            }
+        }
+        Bson::Array(a) => {
+            let previous = match out.get(head) {
+                Some(Bson::Array(p)) => p.clone(),
+                _ => Vec::new(),
+            };
+            out.insert(head, project_array(&previous, a, rest));
+        }
+        _ => {}
+    }
+}
+
+fn project_array(previous: &[Bson], a: &[Bson], rest: &str) -> Bson {
+    let kept: Vec<&Bson> = a
+        .iter()
+        .filter(|e| matches!(e, Bson::Document(_) | Bson::Array(_)))
+        .collect();
+    let merge = previous.len() == kept.len();
+    Bson::Array(
+        kept.iter()
+            .enumerate()
+            .map(|(i, e)| match e {
+                Bson::Document(d) => {
+                    let mut inner = match previous.get(i) {
+                        Some(Bson::Document(p)) if merge => p.clone(),
+                        _ => Document::new(),
+                    };
+                    project_into(&mut inner, d, rest);
+                    Bson::Document(inner)
+                }
+                Bson::Array(inner) => {
+                    let prev = match previous.get(i) {
+                        Some(Bson::Array(p)) if merge => p.as_slice(),
+                        _ => &[],
+                    };
+                    project_array(prev, inner, rest)
+                }
+                _ => Bson::Null,
+            })
+            .collect(),
+    )
 }
 
 fn matches(filter: &Filter, doc: &Document) -> bool {
@@ -951,6 +996,32 @@ fn a_small_unsorted_limit_stops_estimating_early() {
             };
             check_query(&coll, &all, &q, t.backend);
         }
+    }
+}
+
+#[test]
+fn projections_go_through_arrays_of_documents() {
+    for t in backends() {
+        let coll =
+            t.db.create_collection(CollectionConfig::new("p"))
+                .expect("create");
+        coll.insert_one(doc! {
+            "_id": 1,
+            "items": [ { "name": "a", "n": 1 }, { "n": 2 }, 7 ],
+            "m": { "x": 1, "y": 2 },
+        })
+        .expect("insert");
+        let got = coll
+            .find(doc! {})
+            .project(["items.name", "m.y", "items.n"])
+            .run()
+            .expect("find");
+        let want = doc! {
+            "_id": 1,
+            "items": [ { "name": "a", "n": 1 }, { "n": 2 } ],
+            "m": { "y": 2 },
+        };
+        assert_eq!(got, [want], "[{}]", t.backend);
     }
 }
 

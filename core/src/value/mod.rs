@@ -22,6 +22,7 @@ mod encoding;
 mod materialize;
 mod order;
 mod path;
+mod project;
 #[cfg(test)]
 mod tests;
 
@@ -29,6 +30,7 @@ pub use encoding::{decode_value, encode_id, encode_key_value, encode_value, key_
 pub use materialize::{to_bson, Materializer, RawResult};
 pub use order::{bracket, compare, TypeBracket};
 pub use path::{index_values, lookup_path, visit_path, FieldPath, LeafArrays, PathValue};
+pub(crate) use project::project_path;
 
 /// Errors of the value layer: bad `_id` types, undecodable key bytes, bad field paths.
 #[derive(Debug, thiserror::Error)]
