@@ -53,7 +53,9 @@ impl<'c> Find<'c> {
         self
     }
 
-    fn spec(&self) -> Result<FindSpec> {
+    /// The parsed query; `explain` also wants the filter as written (JSON),
+    /// which running it does not.
+    fn spec(&self, explain: bool) -> Result<FindSpec> {
         let filter = if self.filter.is_empty() {
             None
         } else {
@@ -64,7 +66,7 @@ impl<'c> Find<'c> {
             .iter()
             .map(|s| SortField::parse(s).map_err(|reason| slate_query::Error::InvalidQuery { reason }))
             .collect::<Result<Vec<_>, _>>()?;
-        let filter_text = filter.as_ref().map(|_| {
+        let filter_text = filter.as_ref().filter(|_| explain).map(|_| {
             bson::Bson::Document(self.filter.clone())
                 .into_relaxed_extjson()
                 .to_string()
@@ -82,7 +84,7 @@ impl<'c> Find<'c> {
     /// Runs the query lazily: documents are read, filtered and materialised
     /// batch by batch as the iterator advances, all from one snapshot.
     pub fn iter(self) -> Result<Cursor<'c>> {
-        let spec = self.spec()?;
+        let spec = self.spec(false)?;
         let txn = self.coll.db.inner.read();
         let read = txn.collection(&self.coll.name)?;
         let parts = self.coll.parts(&read)?;
@@ -112,7 +114,7 @@ impl<'c> Find<'c> {
 
     /// The plan the query would run, with its estimates.
     pub fn explain(self) -> Result<Plan> {
-        let spec = self.spec()?;
+        let spec = self.spec(true)?;
         let txn = self.coll.db.inner.read();
         let read = txn.collection(&self.coll.name)?;
         let parts = self.coll.parts(&read)?;
