@@ -181,17 +181,123 @@ where
 {
     let last = path.len() - 1;
     loop {
-        match doc.get(path.name(i)) {
-            Ok(Some(RawBsonRef::Document(d))) if i < last => {
+        match field(doc, path.name(i)) {
+            Some(RawBsonRef::Document(d)) if i < last => {
                 doc = d;
                 i += 1;
             }
-            Ok(Some(RawBsonRef::Array(a))) => return walk_array(a, path, i + 1, leaf, f),
-            Ok(Some(v)) if i == last => return f(PathValue::Value(v)),
+            Some(RawBsonRef::Array(a)) => return walk_array(a, path, i + 1, leaf, f),
+            Some(v) if i == last => return f(PathValue::Value(v)),
             // Missing, unreadable, or a scalar where the path goes on.
             _ => return f(PathValue::Missing),
         }
     }
+}
+
+/// `doc.get(name)`, with an unreadable document read as missing: `Some(v)`
+/// exactly when `RawDocument::get` returns `Ok(Some(v))`.
+///
+/// Skips elements by their type and length without building bson's element
+/// values, checking what bson's iterator checks on the way (key terminated and
+/// UTF-8, known type, lengths in bounds and terminated). Types it does not
+/// decode itself (arrays, binary, regex, code, ...) go to `RawDocument::get`.
+pub(crate) fn field<'a>(doc: &'a RawDocument, name: &str) -> Option<RawBsonRef<'a>> {
+    match scan(doc.as_bytes(), name.as_bytes()) {
+        Scan::Found(v) => Some(v),
+        Scan::Missing => None,
+        Scan::Ask => doc.get(name).ok().flatten(),
+    }
+}
+
+enum Scan<'a> {
+    Found(RawBsonRef<'a>),
+    /// Absent, or the bytes stop parsing before it (bson's `get` errs then).
+    Missing,
+    /// Bson's own `get` must answer.
+    Ask,
+}
+
+fn le_i32(b: &[u8], at: usize) -> Option<i32> {
+    Some(i32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+fn le_i64(b: &[u8], at: usize) -> Option<i64> {
+    Some(i64::from_le_bytes(
+        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+fn scan<'a>(b: &'a [u8], name: &[u8]) -> Scan<'a> {
+    use bson::spec::ElementType as T;
+    let mut at = 4;
+    while at + 1 < b.len() {
+        let Some(key_len) = b[at + 1..].iter().position(|&c| c == 0) else {
+            return Scan::Missing;
+        };
+        let key = &b[at + 1..at + 1 + key_len];
+        if !key.is_ascii() && std::str::from_utf8(key).is_err() {
+            return Scan::Missing;
+        }
+        let Some(kind) = T::from(b[at]) else {
+            return Scan::Missing;
+        };
+        let start = at + 1 + key_len + 1;
+        let size = match kind {
+            T::Boolean => Some(1),
+            T::Int32 => Some(4),
+            T::Int64 | T::Double | T::DateTime | T::Timestamp => Some(8),
+            T::ObjectId => Some(12),
+            T::Decimal128 => Some(16),
+            T::Null | T::Undefined | T::MinKey | T::MaxKey => Some(0),
+            // bson's read_len: at least 1, in bounds, NUL-terminated.
+            T::String | T::Symbol | T::JavaScriptCode => le_i32(b, start)
+                .and_then(|n| usize::try_from(n).ok())
+                .and_then(|n| n.checked_add(4))
+                .filter(|&end| end >= 5 && start + end <= b.len() && b[start + end - 1] == 0),
+            // bson's next_document_len.
+            T::EmbeddedDocument | T::Array => le_i32(b, start)
+                .map(|n| n as usize)
+                .filter(|&n| n >= 5 && start.checked_add(n).is_some_and(|end| end <= b.len()))
+                .filter(|&n| b[start + n - 1] == 0),
+            _ => return Scan::Ask,
+        };
+        let Some(size) = size.filter(|&n| start + n <= b.len()) else {
+            return Scan::Missing;
+        };
+        let value = &b[start..start + size];
+        if key == name {
+            return match kind {
+                T::Double => le_i64(value, 0).map(|x| RawBsonRef::Double(f64::from_bits(x as u64))),
+                T::Int32 => le_i32(value, 0).map(RawBsonRef::Int32),
+                T::Int64 => le_i64(value, 0).map(RawBsonRef::Int64),
+                T::DateTime => {
+                    le_i64(value, 0).map(|ms| RawBsonRef::DateTime(bson::DateTime::from_millis(ms)))
+                }
+                T::Boolean => match value[0] {
+                    0 => Some(RawBsonRef::Boolean(false)),
+                    1 => Some(RawBsonRef::Boolean(true)),
+                    _ => None,
+                },
+                T::Null => Some(RawBsonRef::Null),
+                T::Undefined => Some(RawBsonRef::Undefined),
+                T::MinKey => Some(RawBsonRef::MinKey),
+                T::MaxKey => Some(RawBsonRef::MaxKey),
+                T::ObjectId => <[u8; 12]>::try_from(value)
+                    .ok()
+                    .map(|id| RawBsonRef::ObjectId(bson::oid::ObjectId::from_bytes(id))),
+                T::String => std::str::from_utf8(&value[4..size - 1])
+                    .ok()
+                    .map(RawBsonRef::String),
+                T::EmbeddedDocument => RawDocument::from_bytes(value).ok().map(RawBsonRef::Document),
+                _ => return Scan::Ask,
+            }
+            .map_or(Scan::Missing, Scan::Found);
+        }
+        at = start + size;
+    }
+    Scan::Missing
 }
 
 /// Visits array `a`, reached by `path[..rest]`, for the rest of the path.

@@ -413,3 +413,75 @@ fn materializer_refuses_what_try_from_refuses() {
     assert!(bson::Document::try_from(bad).is_err());
     assert!(m.document(bad).is_err(), "same layout, bad value");
 }
+
+/// Documents as bytes, some with one byte overwritten (the frame kept valid).
+fn field_docs() -> impl Strategy<Value = (Vec<u8>, &'static str)> {
+    let key = prop::sample::select(vec!["a", "b", "c", "é"]);
+    let fields = prop::collection::vec((key.clone(), value()), 0..5);
+    (
+        fields,
+        any::<bool>(),
+        any::<prop::sample::Index>(),
+        any::<u8>(),
+        key,
+    )
+        .prop_map(|(fields, corrupt, at, byte, name)| {
+            let mut bytes = raw_fields(&fields).into_bytes();
+            let inner = bytes.len() - 5;
+            if corrupt && inner > 0 {
+                bytes[4 + at.index(inner)] = byte;
+            }
+            (bytes, name)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+    #[test]
+    fn field_lookup_equals_raw_document_get((bytes, name) in field_docs()) {
+        let doc = bson::RawDocument::from_bytes(&bytes).expect("frame intact");
+        let want = doc.get(name).ok().flatten();
+        let got = super::path::field(doc, name);
+        prop_assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    }
+}
+
+#[test]
+fn field_lookup_stops_where_raw_document_get_does() {
+    let base = raw_fields(&[
+        ("a", Bson::String("xy".into())),
+        ("d", Bson::Document(doc! { "k": 1 })),
+        ("t", Bson::Boolean(true)),
+        ("b", Bson::Int32(5)),
+    ])
+    .into_bytes();
+    let find = |needle: &[u8]| {
+        base.windows(needle.len())
+            .position(|w| w == needle)
+            .expect("present")
+    };
+    let a = find(b"\x02a\0");
+    let d = find(b"\x03d\0");
+    let t = find(b"\x08t\0");
+    let corruptions: Vec<(&str, usize, u8)> = vec![
+        ("string terminator", a + 3 + 4 + 2, 1),
+        ("negative string length", a + 3 + 3, 0x80),
+        ("string length past the end", a + 3 + 1, 0x70),
+        ("document terminator", d + 3 + 11, 7),
+        ("document length too small", d + 3, 4),
+        ("key not UTF-8", d + 1, 0xff),
+        ("unknown type", t, 0x77),
+        ("boolean 2", t + 3, 2),
+    ];
+    for (what, at, byte) in corruptions {
+        let mut bytes = base.clone();
+        bytes[at] = byte;
+        let doc = bson::RawDocument::from_bytes(&bytes).expect("frame intact");
+        for name in ["a", "d", "t", "b", "zz"] {
+            let want = doc.get(name).ok().flatten();
+            let got = super::path::field(doc, name);
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{what}, field {name}");
+        }
+    }
+}
