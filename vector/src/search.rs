@@ -11,7 +11,7 @@ use std::ops::{Add, Range};
 use crate::error::{Error, Result};
 use crate::metric::check_vector;
 use crate::row::{RowId, RowMask};
-use crate::topk::{Candidate, TopK};
+use crate::topk::{Candidate, SharedBound, TopK};
 use crate::view::CacheView;
 
 /// Rows per parallel task of a scan.
@@ -226,12 +226,16 @@ impl CacheView {
         self.check_query(query, 0)?;
         let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
         let ranges = self.snap.ranges(TASK_ROWS);
+        // Each parallel task keeps its own heap; the shared bound lets a task
+        // skip rows (and their filter checks) that another task's full heap
+        // already rules out.
+        let shared = SharedBound::new();
         let (top, stats) = crate::pool::fold(
             threads,
             &ranges,
             || (TopK::with_k(k), SearchStats::default()),
             |(mut top, mut stats), range| {
-                self.scan_range(query, range.clone(), filters, &mut top, &mut stats);
+                self.scan_range(query, range.clone(), filters, &shared, &mut top, &mut stats);
                 (top, stats)
             },
             |(mut a, sa), (b, sb)| {
@@ -247,6 +251,7 @@ impl CacheView {
         query: &[f32],
         range: Range<usize>,
         filters: Filters<'_>,
+        shared: &SharedBound,
         top: &mut TopK<'v>,
         stats: &mut SearchStats,
     ) {
@@ -255,9 +260,10 @@ impl CacheView {
         };
         let kernel = self.metric().kernel();
         let base = seg.base();
-        // `top.bound()`, cached: a distance above it cannot enter, so most rows
-        // cost one float compare after their distance and no id or heap access.
-        let mut bound = top.bound();
+        // `top.bound()` or a smaller one another task published, cached: a
+        // distance above it cannot enter, so most rows cost one float compare
+        // after their distance and no id, filter or heap access.
+        let mut bound = top.bound().min(shared.get());
         for i in 0..seg.len() {
             let row = RowId((base + i) as u32);
             if filters.mask.is_some_and(|m| !m.contains(row)) || !seg.visible(i, self.version) {
@@ -265,6 +271,10 @@ impl CacheView {
             }
             let distance = kernel(query, seg.vector(i));
             stats.rows_scanned += 1;
+            if distance > bound {
+                continue;
+            }
+            bound = bound.min(shared.get());
             if distance > bound {
                 continue;
             }
@@ -280,7 +290,8 @@ impl CacheView {
             }
             if top.push(distance, id, row) {
                 stats.heap_pushes += 1;
-                bound = top.bound();
+                shared.offer(top);
+                bound = top.bound().min(shared.get());
             }
         }
     }

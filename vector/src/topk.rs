@@ -8,6 +8,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
 
 use ordered_float::OrderedFloat;
 
@@ -160,6 +161,58 @@ impl<'a> TopK<'a> {
     }
 }
 
+/// The smallest bound of any full top-k among the parallel tasks of one
+/// scan, shared so that a task skips a row that some other task's heap
+/// already rules out.
+///
+/// Exact: a published bound `b` is the worst of k kept candidates, each of
+/// which passed every filter; a row at a distance above `b` is therefore
+/// worse than k matching rows and cannot be in the final top-k. Rows *at*
+/// `b` are never skipped (they may still win on their id).
+#[derive(Debug)]
+pub(crate) struct SharedBound(AtomicU32);
+
+impl SharedBound {
+    /// No bound yet: rules out nothing.
+    pub(crate) fn new() -> Self {
+        SharedBound(AtomicU32::new(order_bits(f32::INFINITY)))
+    }
+
+    /// The smallest bound published so far (`+inf` before any).
+    #[inline]
+    pub(crate) fn get(&self) -> f32 {
+        from_order_bits(self.0.load(AtomicOrdering::Relaxed))
+    }
+
+    /// Publishes `top`'s bound if it is full and its bound is a number.
+    #[inline]
+    pub(crate) fn offer(&self, top: &TopK<'_>) {
+        let bound = top.bound();
+        if bound.is_finite() {
+            self.0.fetch_min(order_bits(bound), AtomicOrdering::Relaxed);
+        }
+    }
+}
+
+/// Maps a non-NaN `f32` to a `u32` with the same order (negatives included).
+fn order_bits(x: f32) -> u32 {
+    let bits = x.to_bits();
+    if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 1 << 31
+    }
+}
+
+/// Inverse of [`order_bits`].
+fn from_order_bits(bits: u32) -> f32 {
+    if bits >> 31 == 1 {
+        f32::from_bits(bits & !(1 << 31))
+    } else {
+        f32::from_bits(!bits)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +256,50 @@ mod tests {
         }
         left.merge(right);
         assert_eq!(left.into_sorted_vec(), all.into_sorted_vec());
+    }
+
+    #[test]
+    fn order_bits_keep_the_order_of_floats() {
+        let xs = [
+            f32::NEG_INFINITY,
+            -1e30,
+            -2.5,
+            -f32::MIN_POSITIVE,
+            -0.0,
+            0.0,
+            f32::MIN_POSITIVE,
+            1.0,
+            3.5e20,
+            f32::INFINITY,
+        ];
+        for w in xs.windows(2) {
+            assert!(order_bits(w[0]) <= order_bits(w[1]), "{} vs {}", w[0], w[1]);
+        }
+        for x in xs {
+            assert_eq!(from_order_bits(order_bits(x)).to_bits(), x.to_bits());
+        }
+    }
+
+    #[test]
+    fn shared_bound_keeps_the_smallest_full_bound() {
+        let ids: Vec<Vec<u8>> = (0u8..4).map(|i| vec![i]).collect();
+        let shared = SharedBound::new();
+        let mut a = TopK::new(2).expect("k > 0");
+        a.push(-3.0, &ids[0], RowId(0));
+        shared.offer(&a);
+        // Not full yet: nothing is ruled out.
+        assert_eq!(shared.get(), f32::INFINITY);
+        a.push(-1.0, &ids[1], RowId(1));
+        shared.offer(&a);
+        assert_eq!(shared.get(), -1.0);
+        let mut b = TopK::new(2).expect("k > 0");
+        b.push(5.0, &ids[2], RowId(2));
+        b.push(6.0, &ids[3], RowId(3));
+        shared.offer(&b);
+        assert_eq!(
+            shared.get(),
+            -1.0,
+            "a larger bound does not replace a smaller one"
+        );
     }
 }

@@ -9,4 +9,5 @@ mod distance;
 mod errors;
 mod memory;
 mod mvcc;
+mod parallel;
 mod topk;
