@@ -13,6 +13,9 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use slate::bson::{doc, spec::BinarySubtype, Binary, Document};
 use slate::{CollectionConfig, Db, Metric, Strategy};
 
+/// Timed runs of each search; the table shows the fastest.
+const RUNS: usize = 5;
+
 struct Rng(u64);
 
 impl Rng {
@@ -88,24 +91,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("category = none (0 matches)", doc! { "category": "none" }),
     ];
     println!(
-        "\n{:<34} {:>7} {:>9} {:>9} {:>9} {:>9}  top hit",
-        "filter", "auto", "auto ms", "gather", "scan", "bitmap"
+        "\n{:<34} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8}  top hit",
+        "filter", "auto", "auto ms", "gather", "scan", "bitmap", "checked"
     );
     for (name, filter) in filters {
         let mut row = Vec::new();
         let mut reference = None;
         let mut chosen = Strategy::Auto;
+        let mut checked = 0;
         let mut top = String::from("-");
         for strategy in [Strategy::Auto, Strategy::Gather, Strategy::Scan, Strategy::Bitmap] {
-            let t = Instant::now();
-            let result = docs
-                .search("embedding", &query)
-                .k(10)
-                .filter(filter.clone())
-                .strategy(strategy)
-                .explain();
-            let ms = t.elapsed().as_secs_f64() * 1e3;
-            match result {
+            // Best of a few runs: this machine is shared, and the first run
+            // also warms the caches.
+            let mut best = f64::INFINITY;
+            let mut result = None;
+            for _ in 0..RUNS {
+                let t = Instant::now();
+                let r = docs
+                    .search("embedding", &query)
+                    .k(10)
+                    .filter(filter.clone())
+                    .strategy(strategy)
+                    .explain();
+                best = best.min(t.elapsed().as_secs_f64() * 1e3);
+                let failed = r.is_err();
+                result = Some(r);
+                if failed {
+                    break;
+                }
+            }
+            match result.expect("RUNS > 0") {
                 Ok((hits, explain)) => {
                     let ids: Vec<_> = hits.iter().map(|h| h.id.clone()).collect();
                     match &reference {
@@ -114,17 +129,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     if strategy == Strategy::Auto {
                         chosen = explain.strategy;
+                        checked = explain.docs_checked;
                         if let Some(h) = hits.first() {
                             top = format!("{} at {:.4} ({} hits)", h.id, h.distance, hits.len());
                         }
                     }
-                    row.push(format!("{ms:>9.2}"));
+                    row.push(format!("{best:>9.2}"));
                 }
                 Err(_) => row.push(format!("{:>9}", "n/a")),
             }
         }
         println!(
-            "{name:<34} {:>7} {} {} {} {}  {top}",
+            "{name:<34} {:>7} {} {} {} {} {checked:>8}  {top}",
             chosen.to_string(),
             row[0],
             row[1],
@@ -132,7 +148,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             row[3]
         );
     }
-    println!("\nevery strategy returned the same hits as auto; ms are single runs (noisy).");
+    println!(
+        "\nevery strategy returned the same hits as auto; ms: best of {RUNS} runs; \
+         checked: documents auto read to check the filter"
+    );
     drop(docs);
     drop(db);
     std::fs::remove_dir_all(&dir)?;

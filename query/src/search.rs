@@ -25,7 +25,7 @@ use slate_vector::{CacheView, Hit, RowId, RowMask, RowPredicate};
 
 use crate::exec::source_keys;
 use crate::filter::Filter;
-use crate::plan::{plan_find, FindSpec, Source};
+use crate::plan::{search_source, Source};
 use crate::{Error, Result};
 
 /// How a filtered search runs.
@@ -111,7 +111,8 @@ pub struct SearchExplain {
     pub rows: u64,
     /// Estimated documents matching the filter (all rows without one).
     pub estimate: u64,
-    /// How the estimate was made (`index`, `sample`, `none`).
+    /// How the estimate was made: `index` (counted), `index, at least` (the
+    /// count stopped where a scan became cheapest), `sample` or `none`.
     pub estimated_by: &'static str,
     /// Estimated cost of each strategy, in scan-row units (`None`: not possible).
     pub costs: Vec<(Strategy, Option<f64>)>,
@@ -192,6 +193,32 @@ impl CostModel {
         let rest = if n > fill { k / s * (n / fill).ln() } else { 0.0 };
         (fill + rest).min(n)
     }
+
+    /// How many index entries are worth counting for a search over `n`
+    /// rows keeping `k`: the smallest count `c` at which gathering (or
+    /// bitmap-scanning) `c` candidates costs at least as much as a lazy scan
+    /// whose filter matches `c` of the `n` rows. Gather and bitmap cost at
+    /// least `c * (candidate + 1)` and a lazy scan's cost falls as more rows
+    /// match, so once an index holds more than `c` entries a scan is the
+    /// cheapest plan, and counting further only costs time.
+    pub fn count_cap(&self, n: u64, k: usize) -> u64 {
+        let (nf, kf) = (n as f64, k as f64);
+        let index_wins = |c: u64| {
+            let c = c as f64;
+            c * (self.candidate + 1.0) < nf + Self::lazy_checks(nf, c / nf, kf) * self.doc_check
+        };
+        // `index_wins` is monotone (true, then false) in c: binary search.
+        let (mut lo, mut hi) = (0u64, n.max(1));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if index_wins(mid) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.max(64)
+    }
 }
 
 /// Rows of the view that hold the documents with these keys.
@@ -268,23 +295,14 @@ pub fn search(
         ..Default::default()
     };
 
-    // The ID tier: index candidates, when an index can narrow the filter.
+    let model = CostModel::for_dim(view.dim());
+    // The ID tier: index candidates, when an index can narrow the filter,
+    // counted only as far as they could beat a scan.
     let source = match &spec.filter {
-        Some(filter) => {
-            let find = FindSpec {
-                filter: Some(filter.clone()),
-                ..Default::default()
-            };
-            let planned = plan_find(read, parts, &find)?.source;
-            if planned.uses_index() {
-                Some(planned)
-            } else {
-                // Unselective for a find, but a bitmap scan can still use it.
-                Some(crate::plan::index_source(read, parts, filter)?.unwrap_or(planned))
-            }
-        }
+        Some(filter) => search_source(read, parts, filter, model.count_cap(rows, spec.k))?,
         None => None,
     };
+    let capped = matches!(source, Some(Source::IndexScan { capped: true, .. }));
     let indexed = source.as_ref().is_some_and(Source::uses_index);
     // An index that answers the filter exactly: its keys are the matches, and
     // gather and bitmap need not read any document to check them.
@@ -302,7 +320,7 @@ pub fn search(
     let selectivity = match (&spec.filter, &source) {
         (None, _) => 1.0,
         (Some(_), Some(s)) if s.uses_index() => {
-            explain.estimated_by = "index";
+            explain.estimated_by = if capped { "index, at least" } else { "index" };
             (s.estimate() as f64 / rows.max(1) as f64).min(1.0)
         }
         (Some(_), _) => {
@@ -313,7 +331,6 @@ pub fn search(
     checker.checked.store(0, Ordering::Relaxed);
     explain.estimate = (selectivity * rows as f64).round() as u64;
 
-    let model = CostModel::for_dim(view.dim());
     let n = rows as f64;
     let k = spec.k as f64;
     let m = explain.estimate as f64;
@@ -543,4 +560,36 @@ pub fn search_batch(
     all.iter()
         .map(|hits| materialize_hits(read, hits, projection))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_cap_is_where_a_scan_becomes_cheapest() {
+        for (n, k, dim) in [
+            (100_000u64, 10usize, 384usize),
+            (2_000, 10, 8),
+            (1_000_000, 100, 128),
+            (50, 10, 384),
+        ] {
+            let model = CostModel::for_dim(dim);
+            let cap = model.count_cap(n, k);
+            assert!(cap >= 64 && cap <= n.max(64), "n {n}: cap {cap}");
+            // At the cap the index strategies' floor reaches a lazy scan's
+            // cost; one entry below it they are still cheaper.
+            let (nf, kf) = (n as f64, k as f64);
+            let scan = |c: f64| nf + CostModel::lazy_checks(nf, c / nf, kf) * model.doc_check;
+            let floor = |c: f64| c * (model.candidate + 1.0);
+            if cap > 64 {
+                assert!(floor(cap as f64) >= scan(cap as f64), "n {n}");
+                assert!(floor((cap - 1) as f64) < scan((cap - 1) as f64), "n {n}");
+            }
+        }
+        // At 100k × 384 a scan wins past about a seventh of the rows, so a
+        // half-matching index is counted only that far.
+        let cap = CostModel::for_dim(384).count_cap(100_000, 10);
+        assert!((10_000..25_000).contains(&cap), "{cap}");
+    }
 }

@@ -93,25 +93,37 @@ fn estimate_predicate(
     })
 }
 
-/// The most selective index scan that can narrow `filter`, however many
-/// entries it has (a bitmap search wants it even when a plain find would scan).
-pub fn index_source(read: &CollectionRead<'_>, parts: &[Part], filter: &Filter) -> Result<Option<Source>> {
-    let mut best: Option<Source> = None;
-    for p in &index_predicates(read, filter)? {
-        let s = estimate_predicate(read, parts, p, u64::MAX - 1)?;
-        if best.as_ref().is_none_or(|b| s.estimate() < b.estimate()) {
-            best = Some(s);
-        }
-    }
-    Ok(best)
+/// The ID-tier source for a vector search: what a find would choose with
+/// estimates counted up to `cap`, or, when that is no index, the most
+/// selective index scan anyway (a bitmap search may want an index a find
+/// would not), whose estimate may be capped ("more than `cap`").
+/// `None` when no index can narrow `filter`.
+pub fn search_source(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    filter: &Filter,
+    cap: u64,
+) -> Result<Option<Source>> {
+    let total = count_parts(read, parts)?;
+    let (source, most_selective) = choose_source(read, parts, filter, total, cap)?;
+    Ok(if source.uses_index() {
+        Some(source)
+    } else {
+        most_selective
+    })
 }
 
-/// Plans a find over `parts` of the collection read by `read`.
-pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> Result<Plan> {
+fn count_parts(read: &CollectionRead<'_>, parts: &[Part]) -> Result<u64> {
     let mut total = 0u64;
     for part in parts {
         total += read.count(part)?;
     }
+    Ok(total)
+}
+
+/// Plans a find over `parts` of the collection read by `read`.
+pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> Result<Plan> {
+    let total = count_parts(read, parts)?;
     // Estimates stop counting where an index could no longer win.
     let mut cap = (total / LOOKUP_COST).max(64);
     if spec.sort.is_empty() {
@@ -125,72 +137,10 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
             cap = cap.min(want.saturating_mul(total).isqrt().max(64));
         }
     }
-    let mut source = Source::Scan { estimate: total };
-    if let Some(filter) = &spec.filter {
-        let mut candidates = Vec::new();
-        for p in &index_predicates(read, filter)? {
-            candidates.push(estimate_predicate(read, parts, p, cap)?);
-        }
-        // A capped estimate means "more than the cap": never selective enough.
-        candidates.retain(|s| !matches!(s, Source::IndexScan { capped: true, .. }));
-        candidates.sort_by_key(|s| s.estimate());
-        if let Some(best) = candidates.first() {
-            if best.estimate() * LOOKUP_COST < total.max(1) || best.estimate() == 0 {
-                let best_est = best.estimate();
-                let inputs: Vec<Source> = candidates
-                    .iter()
-                    .take_while(|s| s.estimate() <= best_est.max(1) * INTERSECT_FACTOR)
-                    .cloned()
-                    .collect();
-                source = if inputs.len() == 1 {
-                    inputs
-                        .into_iter()
-                        .next()
-                        .unwrap_or(Source::Scan { estimate: total })
-                } else {
-                    Source::IndexMerge {
-                        op: MergeOp::And,
-                        inputs,
-                        estimate: best_est,
-                    }
-                };
-            }
-        }
-        if !source.uses_index() {
-            if let Filter::Or(branches) = filter {
-                let mut inputs = Vec::new();
-                let mut sum = 0u64;
-                for branch in branches {
-                    // Each branch's most selective conjunct.
-                    let mut best: Option<Source> = None;
-                    for p in &index_predicates(read, branch)? {
-                        let s = estimate_predicate(read, parts, p, cap)?;
-                        if best.as_ref().is_none_or(|b| s.estimate() < b.estimate()) {
-                            best = Some(s);
-                        }
-                    }
-                    match best {
-                        Some(Source::IndexScan { capped: true, .. }) | None => {
-                            inputs.clear();
-                            sum = u64::MAX;
-                            break;
-                        }
-                        Some(s) => {
-                            sum += s.estimate();
-                            inputs.push(s);
-                        }
-                    }
-                }
-                if !inputs.is_empty() && sum.saturating_mul(LOOKUP_COST) < total {
-                    source = Source::IndexMerge {
-                        op: MergeOp::Or,
-                        inputs,
-                        estimate: sum,
-                    };
-                }
-            }
-        }
-    }
+    let source = match &spec.filter {
+        Some(filter) => choose_source(read, parts, filter, total, cap)?.0,
+        None => Source::Scan { estimate: total },
+    };
     Ok(Plan {
         collection: read.config().name.clone(),
         source,
@@ -202,4 +152,85 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
         filter_text: spec.filter_text.clone(),
         total,
     })
+}
+
+/// Chooses among the index sources of `filter` by estimates counted up to
+/// `cap`: the chosen source (a scan when no index is selective enough), and
+/// the most selective single index scan, capped or not.
+fn choose_source(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    filter: &Filter,
+    total: u64,
+    cap: u64,
+) -> Result<(Source, Option<Source>)> {
+    let mut source = Source::Scan { estimate: total };
+    let mut candidates = Vec::new();
+    for p in &index_predicates(read, filter)? {
+        candidates.push(estimate_predicate(read, parts, p, cap)?);
+    }
+    let most_selective = candidates
+        .iter()
+        .min_by_key(|s| (s.estimate(), matches!(s, Source::IndexScan { capped: true, .. })))
+        .cloned();
+    // A capped estimate means "more than the cap": never selective enough.
+    candidates.retain(|s| !matches!(s, Source::IndexScan { capped: true, .. }));
+    candidates.sort_by_key(|s| s.estimate());
+    if let Some(best) = candidates.first() {
+        if best.estimate() * LOOKUP_COST < total.max(1) || best.estimate() == 0 {
+            let best_est = best.estimate();
+            let inputs: Vec<Source> = candidates
+                .iter()
+                .take_while(|s| s.estimate() <= best_est.max(1) * INTERSECT_FACTOR)
+                .cloned()
+                .collect();
+            source = if inputs.len() == 1 {
+                inputs
+                    .into_iter()
+                    .next()
+                    .unwrap_or(Source::Scan { estimate: total })
+            } else {
+                Source::IndexMerge {
+                    op: MergeOp::And,
+                    inputs,
+                    estimate: best_est,
+                }
+            };
+        }
+    }
+    if !source.uses_index() {
+        if let Filter::Or(branches) = filter {
+            let mut inputs = Vec::new();
+            let mut sum = 0u64;
+            for branch in branches {
+                // Each branch's most selective conjunct.
+                let mut best: Option<Source> = None;
+                for p in &index_predicates(read, branch)? {
+                    let s = estimate_predicate(read, parts, p, cap)?;
+                    if best.as_ref().is_none_or(|b| s.estimate() < b.estimate()) {
+                        best = Some(s);
+                    }
+                }
+                match best {
+                    Some(Source::IndexScan { capped: true, .. }) | None => {
+                        inputs.clear();
+                        sum = u64::MAX;
+                        break;
+                    }
+                    Some(s) => {
+                        sum += s.estimate();
+                        inputs.push(s);
+                    }
+                }
+            }
+            if !inputs.is_empty() && sum.saturating_mul(LOOKUP_COST) < total {
+                source = Source::IndexMerge {
+                    op: MergeOp::Or,
+                    inputs,
+                    estimate: sum,
+                };
+            }
+        }
+    }
+    Ok((source, most_selective))
 }
