@@ -9,6 +9,10 @@
 //! is run once on each backend and the row counts asserted equal, so the three
 //! backends always do the same work.
 
+// Like every Slate binary: glibc malloc slows the per-document buffers (README, "Allocator").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::hint::black_box;
 use std::time::Duration;
 

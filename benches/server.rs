@@ -9,6 +9,10 @@
 //! `server/{N}/{query}/{embedded|tcp}`, `server/{N}/lookups_1000/...`,
 //! `wire/1000_docs/{bson_bytes|msgpack_map}`.
 
+// Like every Slate binary: glibc malloc slows the per-document buffers (README, "Allocator").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -3,6 +3,10 @@
 //! RocksStore in one group. N defaults to 5,000 (50 MB); set
 //! `SLATE_BENCH_STORE_N` for the seed's 500,000.
 
+// Like every Slate binary: glibc malloc slows the per-document buffers (README, "Allocator").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::hint::black_box;
 use std::time::Duration;
 

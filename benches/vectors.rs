@@ -12,6 +12,10 @@
 //! ("100000x384,1000000x128") replaces the list. A criterion filter picks
 //! benches as usual (`bash scripts/bench.sh vectors -- 100000x384`).
 
+// Like every Slate binary: glibc malloc slows the per-document buffers (README, "Allocator").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::hint::black_box;

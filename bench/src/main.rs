@@ -6,6 +6,10 @@
 //! `--only tcp` runs the TCP section alone into `<out>/tcp.md` and
 //! `<out>/tcp.json`. Exits non-zero if any figure is missing.
 
+// Like every Slate binary: glibc malloc slows the per-document buffers (README, "Allocator").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod concurrency;
 mod docs;
 mod partition;
