@@ -383,16 +383,19 @@ impl std::fmt::Display for ErrorKind {
 
 /// Arguments of operations that take none.
 #[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NoArgs {}
 
 /// `auth`: the token, as bin or str.
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AuthArgs {
     pub token: Bin,
 }
 
 /// A vector field of a collection configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct VectorFieldWire {
     pub field: String,
     pub dim: u64,
@@ -401,6 +404,7 @@ pub struct VectorFieldWire {
 
 /// A collection configuration (`create_collection` args, `collection_config` reply).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct ConfigWire {
     pub name: String,
     #[serde(default)]
@@ -413,18 +417,21 @@ pub struct ConfigWire {
 
 /// `create_collection`.
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreateCollectionArgs {
     pub config: ConfigWire,
 }
 
 /// Operations naming only a collection (`drop_collection`, `collection_config`).
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CollectionArgs {
     pub collection: String,
 }
 
 /// `create_index`, `drop_index`.
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct IndexArgs {
     pub collection: String,
     pub field: String,
@@ -433,6 +440,7 @@ pub struct IndexArgs {
 /// Every operation on documents names its collection and, optionally, the
 /// partitions it addresses (`{"v": [..]}`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Target {
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -441,6 +449,7 @@ pub struct Target {
 
 /// `insert_one`.
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct InsertOneArgs {
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -450,6 +459,7 @@ pub struct InsertOneArgs {
 
 /// `insert_many`.
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct InsertManyArgs {
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -459,6 +469,7 @@ pub struct InsertManyArgs {
 
 /// `get`.
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GetArgs {
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -468,6 +479,7 @@ pub struct GetArgs {
 
 /// `get_many`.
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GetManyArgs {
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -477,6 +489,7 @@ pub struct GetManyArgs {
 
 /// `replace_one`.
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReplaceArgs {
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -489,6 +502,7 @@ pub struct ReplaceArgs {
 
 /// `update_one`, `update_many`.
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateArgs {
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -501,6 +515,7 @@ pub struct UpdateArgs {
 
 /// `delete_one`, `delete_many`.
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DeleteArgs {
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -510,6 +525,7 @@ pub struct DeleteArgs {
 
 /// `find`, `count`, `explain`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FindArgs {
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -532,6 +548,7 @@ fn default_k() -> u64 {
 
 /// `search`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SearchArgs {
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -554,6 +571,7 @@ pub struct SearchArgs {
 
 /// `search_batch`: `vectors` holds n × dim little-endian f32, row-major.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SearchBatchArgs {
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -430,6 +430,15 @@ fn request_errors_are_typed_and_keep_the_connection() {
     assert_eq!(err.kind, "bad_request");
     assert!(err.message.contains("filter"), "{}", err.message);
 
+    // A misspelt argument is refused, not ignored: `count` without its
+    // filter would silently count everything.
+    let err = send(9, "count", &doc! { "collection": "c", "fliter": { "k": 1 } })
+        .err
+        .unwrap();
+    assert_eq!(err.kind, "bad_request");
+    assert!(err.message.contains("fliter"), "{}", err.message);
+    assert_eq!(r.count(doc! { "k": 1 }).unwrap(), 1);
+
     let resp = send(8, "ping", &doc! {});
     assert_eq!((resp.id, resp.err), (8, None));
 
