@@ -48,11 +48,22 @@ impl Collection {
         }
     }
 
-    /// The partitions this handle addresses, encoded.
+    /// The partitions this handle addresses, encoded, each once (in the
+    /// order first named): a partition named twice, or as `7` and `7i64`,
+    /// must not be read or written twice.
     pub(crate) fn parts(&self, read: &CollectionRead<'_>) -> Result<Vec<Part>> {
         match &self.partitions {
             None => Ok(vec![read.part(None)?]),
-            Some(values) => values.iter().map(|v| Ok(read.part(Some(v))?)).collect(),
+            Some(values) => {
+                let mut parts: Vec<Part> = Vec::with_capacity(values.len());
+                for v in values {
+                    let part = read.part(Some(v))?;
+                    if !parts.contains(&part) {
+                        parts.push(part);
+                    }
+                }
+                Ok(parts)
+            }
         }
     }
 

@@ -121,6 +121,17 @@ fn several_partitions_at_once() {
             "[{b}]"
         );
         assert_eq!(got[1], None);
+
+        // A partition named twice is read and written once.
+        let twice = coll.partitions(vec![Bson::from("acme"), Bson::from("acme")]);
+        assert_eq!(twice.count(doc! {}).expect("count"), 300, "[{b}]");
+        assert_eq!(twice.find(doc! { "n": 7 }).run().expect("find").len(), 1, "[{b}]");
+        let res = twice
+            .update_many(doc! { "n": 7 }, doc! { "$inc": { "n": 100 } }, false)
+            .expect("update");
+        assert_eq!(res.modified, 1, "[{b}]");
+        let acme = coll.partition("acme");
+        assert_eq!(acme.get(7).expect("get").expect("doc").get_i32("n"), Ok(107), "[{b}]");
     }
 }
 
