@@ -131,7 +131,11 @@ fn several_partitions_at_once() {
             .expect("update");
         assert_eq!(res.modified, 1, "[{b}]");
         let acme = coll.partition("acme");
-        assert_eq!(acme.get(7).expect("get").expect("doc").get_i32("n"), Ok(107), "[{b}]");
+        assert_eq!(
+            acme.get(7).expect("get").expect("doc").get_i32("n"),
+            Ok(107),
+            "[{b}]"
+        );
     }
 }
 
