@@ -187,18 +187,48 @@ impl Collection {
         self.find(filter).count()
     }
 
-    /// Replaces the first document matching `filter`.
+    /// The filter of an upsert on a handle scoped to one partition: the
+    /// partition key's equality added when the filter lacks it, so that the
+    /// upserted document is built inside the partition. Matches are
+    /// unchanged (every document of the partition has that value).
+    fn upsert_filter(&self, mut filter: Document, upsert: bool) -> Result<Document> {
+        if let (true, Some([value])) = (upsert, self.partitions.as_deref()) {
+            if let Some(key) = self.config()?.partition_key {
+                if !filter.contains_key(&key) {
+                    filter.insert(key, value.clone());
+                }
+            }
+        }
+        Ok(filter)
+    }
+
+    /// Replaces the first document matching `filter`. An upserted
+    /// replacement must lie in a partition the handle addresses.
     pub fn replace_one(&self, filter: Document, doc: Document, upsert: bool) -> Result<UpdateResult> {
+        let doc = if upsert {
+            let key = match &self.partitions {
+                Some(_) => self.config()?.partition_key,
+                None => None,
+            };
+            self.scoped(doc, key.as_deref())?
+        } else {
+            doc
+        };
         self.write(|t, parts| t.replace_one(&self.name, parts, &filter, doc, upsert))
     }
 
-    /// Updates the first document matching `filter`.
+    /// Updates the first document matching `filter`. On a handle scoped to
+    /// partitions, an upsert inserts into the handle's partition (one named
+    /// partition fills in the key) and is refused outside them.
     pub fn update_one(&self, filter: Document, update: Document, upsert: bool) -> Result<UpdateResult> {
+        let filter = self.upsert_filter(filter, upsert)?;
         self.write(|t, parts| t.update(&self.name, parts, &filter, &update, false, upsert))
     }
 
-    /// Updates every document matching `filter`.
+    /// Updates every document matching `filter` (upserts as in
+    /// [`update_one`](Self::update_one)).
     pub fn update_many(&self, filter: Document, update: Document, upsert: bool) -> Result<UpdateResult> {
+        let filter = self.upsert_filter(filter, upsert)?;
         self.write(|t, parts| t.update(&self.name, parts, &filter, &update, true, upsert))
     }
 

@@ -131,7 +131,7 @@ impl<'db> Transaction<'db> {
         if keys.is_empty() && upsert {
             let seed = slate_query::equality_seed(filter);
             let doc = update.apply(&seed)?;
-            result.upserted_id = Some(self.insert(collection, doc)?);
+            result.upserted_id = Some(self.inner.insert_within(collection, Some(parts), doc)?);
         }
         Ok(result)
     }
@@ -154,7 +154,8 @@ impl<'db> Transaction<'db> {
         };
         let Some(key) = keys.first() else {
             if upsert {
-                result.upserted_id = Some(self.insert(collection, with_filter_id(filter, doc))?);
+                let doc = with_filter_id(filter, doc);
+                result.upserted_id = Some(self.inner.insert_within(collection, Some(parts), doc)?);
             }
             return Ok(result);
         };

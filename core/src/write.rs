@@ -218,8 +218,26 @@ impl<'db> WriteTxn<'db> {
     /// generated when the document has none). Fails with `DuplicateId`,
     /// writing nothing, when the id is taken.
     pub fn insert(&mut self, collection: &str, doc: Document) -> Result<Bson> {
+        self.insert_within(collection, None, doc)
+    }
+
+    /// [`insert`](Self::insert), refused with `InvalidPartition` (writing
+    /// nothing) when `parts` is given and the document's partition is not
+    /// among them: an upsert through a write that addressed some partitions
+    /// must not land in another.
+    pub fn insert_within(&mut self, collection: &str, parts: Option<&[Part]>, doc: Document) -> Result<Bson> {
         let config = self.config(collection)?;
         let p = self.prepare(&config, doc)?;
+        if let (Some(parts), Some(key)) = (parts, &config.partition_key) {
+            if !parts.iter().any(|part| part.0 == p.part) {
+                return Err(Error::InvalidPartition {
+                    reason: format!(
+                        "the document {} of {collection:?} has {key:?} outside the partitions this write addresses",
+                        show(&p.id)
+                    ),
+                });
+            }
+        }
         let cf = collection_cf(collection);
         if self.txn.get(&cf, &keys::doc_key(&p.part, &p.id_enc))?.is_some() {
             return Err(Error::DuplicateId {

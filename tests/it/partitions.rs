@@ -272,3 +272,76 @@ fn a_scoped_handle_fills_in_or_refuses_the_partition_on_insert() {
         0
     );
 }
+
+#[test]
+fn an_upsert_lands_inside_the_partitions_its_handle_addresses() {
+    for t in backends() {
+        let b = t.backend;
+        let coll = partitioned(&t);
+        let acme = coll.partition("acme");
+        // No partition key in the filter: the handle's partition is filled in.
+        let r = acme
+            .update_one(doc! { "_id": 1000 }, doc! { "$set": { "n": 1 } }, true)
+            .expect("upsert");
+        assert_eq!(r.upserted_id, Some(Bson::Int32(1000)), "[{b}]");
+        assert_eq!(
+            acme.get(1000)
+                .expect("get")
+                .and_then(|d| d.get_str("tenant").ok().map(str::to_owned)),
+            Some("acme".into()),
+            "[{b}]"
+        );
+        let r = acme
+            .replace_one(doc! { "_id": 1001 }, doc! { "n": 2 }, true)
+            .expect("replacement upsert");
+        assert_eq!(r.upserted_id, Some(Bson::Int32(1001)), "[{b}]");
+        assert!(acme.get(1001).expect("get").is_some(), "[{b}]");
+
+        // A filter naming another partition: nothing matches inside acme, and
+        // the upsert may not write into globex.
+        let before = coll.partition("globex").count(doc! {}).expect("count");
+        for out in [
+            acme.update_one(
+                doc! { "_id": 1002, "tenant": "globex" },
+                doc! { "$set": { "n": 3 } },
+                true,
+            ),
+            acme.update_many(
+                doc! { "_id": 1002, "tenant": "globex" },
+                doc! { "$set": { "n": 3 } },
+                true,
+            ),
+            acme.replace_one(doc! { "_id": 1002 }, doc! { "tenant": "globex" }, true),
+        ] {
+            assert_invalid_partition(out, "partition", b);
+        }
+        assert_eq!(
+            coll.partition("globex").count(doc! {}).expect("count"),
+            before,
+            "[{b}]"
+        );
+        assert_eq!(coll.partition("globex").get(1002).expect("get"), None, "[{b}]");
+
+        // Several partitions: the upsert must name one of them itself.
+        let two = coll.partitions(vec![Bson::from("acme"), Bson::from("initech")]);
+        two.update_one(
+            doc! { "_id": 1003, "tenant": "initech" },
+            doc! { "$set": { "n": 4 } },
+            true,
+        )
+        .expect("upsert into a named partition");
+        assert!(
+            coll.partition("initech").get(1003).expect("get").is_some(),
+            "[{b}]"
+        );
+        assert_invalid_partition(
+            two.update_one(
+                doc! { "_id": 1004, "tenant": "globex" },
+                doc! { "$set": { "n": 5 } },
+                true,
+            ),
+            "partition",
+            b,
+        );
+    }
+}
