@@ -199,19 +199,7 @@ impl CacheView {
             }
             let distance = kernel(query, seg.vector(0));
             stats.rows_scanned += 1;
-            let id = seg.id(0);
-            if let Some(pred) = lazy {
-                if !top.would_enter(distance, id) {
-                    continue;
-                }
-                stats.predicate_calls += 1;
-                if !pred(row, id) {
-                    continue;
-                }
-            }
-            if top.push(distance, id, row) {
-                stats.heap_pushes += 1;
-            }
+            offer(&mut top, &mut stats, lazy, distance, seg.id(0), row);
         }
         Ok((top.into_sorted_vec().into_iter().map(Hit::from).collect(), stats))
     }
@@ -278,21 +266,37 @@ impl CacheView {
             if distance > bound {
                 continue;
             }
-            let id = seg.id(i);
-            if let Some(pred) = filters.lazy {
-                if !top.would_enter(distance, id) {
-                    continue;
-                }
-                stats.predicate_calls += 1;
-                if !pred(row, id) {
-                    continue;
-                }
-            }
-            if top.push(distance, id, row) {
-                stats.heap_pushes += 1;
+            if offer(top, stats, filters.lazy, distance, seg.id(i), row) {
                 shared.offer(top);
                 bound = top.bound().min(shared.get());
             }
         }
     }
+}
+
+/// Offers a row to `top`, checking the lazy filter first only if the row
+/// would enter; returns whether it was kept.
+#[inline]
+fn offer<'v>(
+    top: &mut TopK<'v>,
+    stats: &mut SearchStats,
+    lazy: Option<RowPredicate<'_>>,
+    distance: f32,
+    id: &'v [u8],
+    row: RowId,
+) -> bool {
+    if let Some(pred) = lazy {
+        if !top.would_enter(distance, id) {
+            return false;
+        }
+        stats.predicate_calls += 1;
+        if !pred(row, id) {
+            return false;
+        }
+    }
+    let kept = top.push(distance, id, row);
+    if kept {
+        stats.heap_pushes += 1;
+    }
+    kept
 }
