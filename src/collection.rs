@@ -78,6 +78,15 @@ impl Collection {
         Ok(out)
     }
 
+    /// The partition key, on a handle scoped to partitions (`None` on an
+    /// unscoped handle, without reading the configuration).
+    fn scoped_key(&self) -> Result<Option<String>> {
+        match &self.partitions {
+            Some(_) => Ok(self.config()?.partition_key),
+            None => Ok(None),
+        }
+    }
+
     /// On a handle scoped to partitions: a document without the partition key
     /// gets the handle's (single) partition; one naming another partition is
     /// refused.
@@ -110,10 +119,7 @@ impl Collection {
     /// Inserts documents in one commit; if any fails (a duplicate `_id`, a bad
     /// vector), none is written.
     pub fn insert_many(&self, docs: impl IntoIterator<Item = Document>) -> Result<Vec<Bson>> {
-        let key = match &self.partitions {
-            Some(_) => self.config()?.partition_key,
-            None => None,
-        };
+        let key = self.scoped_key()?;
         self.db.transaction(|t| {
             docs.into_iter()
                 .map(|d| {
@@ -193,7 +199,7 @@ impl Collection {
     /// unchanged (every document of the partition has that value).
     fn upsert_filter(&self, mut filter: Document, upsert: bool) -> Result<Document> {
         if let (true, Some([value])) = (upsert, self.partitions.as_deref()) {
-            if let Some(key) = self.config()?.partition_key {
+            if let Some(key) = self.scoped_key()? {
                 if !filter.contains_key(&key) {
                     filter.insert(key, value.clone());
                 }
@@ -206,11 +212,7 @@ impl Collection {
     /// replacement must lie in a partition the handle addresses.
     pub fn replace_one(&self, filter: Document, doc: Document, upsert: bool) -> Result<UpdateResult> {
         let doc = if upsert {
-            let key = match &self.partitions {
-                Some(_) => self.config()?.partition_key,
-                None => None,
-            };
-            self.scoped(doc, key.as_deref())?
+            self.scoped(doc, self.scoped_key()?.as_deref())?
         } else {
             doc
         };
