@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, ValueEnum};
 use slate_bench::sweep::{run_sweep, SweepConfig};
 
-use crate::report::{Machine, Report, SweepRow, SweepSize};
+use crate::report::{Machine, Report, SweepSize};
 use crate::timing::Timing;
 
 /// Errors of the benchmark run.
@@ -213,17 +213,7 @@ fn run(args: &Args) -> Res<Report> {
         "hybrid sweep: {} × {}, {} queries",
         p.sweep.n, p.sweep.dim, p.sweep.queries
     ));
-    let sweep = run_sweep(&p.sweep)?
-        .into_iter()
-        .map(|s| SweepRow {
-            label: s.label,
-            selectivity: s.selectivity,
-            matching: s.matching,
-            indexed: s.indexed,
-            auto_choice: s.auto_choice,
-            qps: s.qps,
-        })
-        .collect();
+    let sweep = run_sweep(&p.sweep)?;
 
     Ok(Report {
         command: command(args),

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use slate_bench::sweep::SweepPoint;
 
 use crate::concurrency::Concurrency;
 use crate::docs::{self, MEMORY, ROCKS, ROCKS_FRESH, SQLITE, SQLITE_JSON};
@@ -56,18 +57,6 @@ impl Machine {
     }
 }
 
-/// One point of the hybrid selectivity sweep.
-#[derive(Debug, Clone, Serialize)]
-pub struct SweepRow {
-    pub label: String,
-    pub selectivity: f64,
-    pub matching: usize,
-    pub indexed: bool,
-    pub auto_choice: String,
-    /// Queries per second: gather, scan, bitmap, auto, reference.
-    pub qps: BTreeMap<String, f64>,
-}
-
 /// The sweep's size.
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepSize {
@@ -92,7 +81,7 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recall: Option<Recall>,
     pub sweep_size: SweepSize,
-    pub sweep: Vec<SweepRow>,
+    pub sweep: Vec<SweepPoint>,
     /// Wall time of the whole run, seconds.
     pub seconds: f64,
     pub notes: Vec<String>,

@@ -57,8 +57,9 @@ impl Default for SweepConfig {
     }
 }
 
-/// One filter of the sweep and what each strategy achieved on it.
-#[derive(Debug, Clone)]
+/// One filter of the sweep and what each strategy achieved on it (a row of
+/// the report's table and of its JSON).
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct SweepPoint {
     /// The filter, for tables (`bucket < 1000 (10%, indexed)`).
     pub label: String,
