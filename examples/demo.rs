@@ -55,11 +55,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "title": format!("article {i}"),
                 "category": format!("c{:02}", rng.next() % 100),
                 "lang": langs[(rng.next() % 10) as usize],
-                "published": rng.next() % 2 == 0,
+                "published": rng.next().is_multiple_of(2),
                 "views": (rng.next() % 100_000) as i64,
                 "embedding": Binary { subtype: BinarySubtype::Generic, bytes: v },
             };
-            if rng.next() % 1000 == 0 {
+            if rng.next().is_multiple_of(1000) {
                 d.insert("editors_pick", true);
             }
             d

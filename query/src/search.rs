@@ -485,7 +485,7 @@ fn sample_selectivity(view: &CacheView, checker: &Checker<'_, '_>) -> f64 {
     let mut seen = 0usize;
     let mut hit = 0usize;
     for (i, row) in view.rows().enumerate() {
-        if i % stride != 0 {
+        if !i.is_multiple_of(stride) {
             continue;
         }
         if let Some(key) = view.id(row) {

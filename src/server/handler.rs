@@ -251,7 +251,7 @@ fn search_batch(db: &Db, a: SearchBatchArgs) -> Outcome<SearchBatchReply> {
             .into(),
         )
     })?;
-    if vectors.len() % dim != 0 {
+    if !vectors.len().is_multiple_of(dim) {
         return Err(slate(crate::Error::Query(slate_query::Error::Vector(
             slate_vector::Error::BatchShape {
                 len: vectors.len(),

@@ -118,7 +118,7 @@ impl Bin {
 
     /// These bytes as little-endian f32 values.
     pub fn to_f32s(&self, what: &str) -> Result<Vec<f32>, String> {
-        if self.0.len() % 4 != 0 {
+        if !self.0.len().is_multiple_of(4) {
             return Err(format!(
                 "{what}: {} bytes is not a whole number of little-endian f32",
                 self.0.len()

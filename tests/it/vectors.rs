@@ -99,7 +99,7 @@ fn hybrid_docs() -> Vec<Document> {
                 "_id": i,
                 "cat": (next() % 100) as i64,
                 "tier": (next() % 10) as i64,
-                "flag": next() % 2 == 0,
+                "flag": next().is_multiple_of(2),
                 "meta": { "score": (next() % 1000) as i64 },
                 "tags": [format!("t{}", next() % 5), format!("t{}", next() % 5)],
                 "v": v,

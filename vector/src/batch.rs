@@ -2,22 +2,24 @@
 //!
 //! The rows are cut into blocks of about 256 KiB, spread over the threads;
 //! each worker keeps one top-k per query and the workers' heaps are merged
-//! at the end. Within a block the visible rows are listed once, then taken
-//! in tiles of about 24 KiB (they stay in L1 while every query of the batch
-//! is compared with them; a query stays in L1 across its tile). A distance
-//! above the query's current k-th best is dropped with one float compare,
-//! before any heap work. Each (query, row) distance is computed by the same
-//! kernel as [`CacheView::search`], so the results are identical to one
-//! search per query.
+//! at the end. Within a block the visible rows are taken [`RB`] at a time
+//! (they stay in L1) and compared with the queries [`QB`] at a time by the
+//! register-blocked kernel of [`crate::blocked`].
 //!
-//! At high dimension the pass is bound by the distance kernel, not by
-//! memory: simsimd's f32 kernels keep one accumulator, so one distance at
-//! dim 384 is a chain of 24 dependent FMAs, and blocking cannot shorten it.
+//! The blocked sums only rule rows out: a row whose lower bound
+//! ([`Approx::lower`]) lies above the query's current k-th best distance
+//! cannot enter. Every other row is scored by the same simsimd kernel as
+//! [`CacheView::search`] and offered to the heap, so the results are
+//! identical to one search per query. Past the first k rows of each query,
+//! few rows come near the k-th best, so most pairs cost only their share of
+//! the blocked kernel.
 
 use std::num::NonZeroUsize;
 use std::ops::Range;
 
+use crate::blocked::{Approx, Kernel, QB, RB};
 use crate::error::{Error, Result};
+use crate::metric::squared_norm;
 use crate::row::RowId;
 use crate::search::Hit;
 use crate::topk::TopK;
@@ -25,8 +27,17 @@ use crate::view::CacheView;
 
 /// Target bytes of vectors per block (one parallel task).
 const BLOCK_BYTES: usize = 256 << 10;
-/// Target bytes of vectors per tile (L1 is 32–48 KiB on current x86 cores).
-const TILE_BYTES: usize = 24 << 10;
+
+/// The queries of a batch, with what every block needs about them.
+struct Queries<'q> {
+    vectors: Vec<&'q [f32]>,
+    /// `‖q‖²`, for the cut.
+    norms: Vec<f32>,
+    kernel: Kernel,
+    approx: Approx,
+    /// The single-search kernel: scores every row the cut keeps.
+    exact: fn(&[f32], &[f32]) -> f32,
+}
 
 /// One worker's state: a top-k per query, their bounds, and scratch for the
 /// visible rows of a block (reused, so no allocation per block).
@@ -34,25 +45,38 @@ struct Worker<'v> {
     tops: Vec<TopK<'v>>,
     /// `tops[q].bound()`, cached: distances above it cannot enter.
     bounds: Vec<f32>,
+    /// `approx.query_cut(norms[q], bounds[q])`, updated with the bound.
+    cuts: Vec<f32>,
     visible: Vec<usize>,
 }
 
 impl<'v> Worker<'v> {
-    fn new(k: NonZeroUsize, n: usize) -> Self {
-        Worker {
+    fn new(k: NonZeroUsize, queries: &Queries<'_>) -> Self {
+        let n = queries.vectors.len();
+        let mut worker = Worker {
             tops: vec![TopK::with_k(k); n],
             bounds: vec![f32::INFINITY; n],
+            cuts: vec![0.0; n],
             visible: Vec::new(),
+        };
+        worker.recut(queries);
+        worker
+    }
+
+    fn recut(&mut self, queries: &Queries<'_>) {
+        for ((cut, &bound), &norm) in self.cuts.iter_mut().zip(&self.bounds).zip(&queries.norms) {
+            *cut = queries.approx.query_cut(norm, bound);
         }
     }
 
-    fn merge(mut self, other: Worker<'v>) -> Self {
+    fn merge(mut self, other: Worker<'v>, queries: &Queries<'_>) -> Self {
         for (a, b) in self.tops.iter_mut().zip(other.tops) {
             a.merge(b);
         }
         for (bound, top) in self.bounds.iter_mut().zip(&self.tops) {
             *bound = top.bound();
         }
+        self.recut(queries);
         self
     }
 }
@@ -62,8 +86,18 @@ impl CacheView {
     /// floats, row-major), in query order. Same results as calling
     /// [`search`](Self::search) per query. `threads` as for `search`.
     pub fn search_batch(&self, queries: &[f32], k: usize, threads: usize) -> Result<Vec<Vec<Hit>>> {
+        self.search_batch_with(Kernel::detect(), queries, k, threads)
+    }
+
+    pub(crate) fn search_batch_with(
+        &self,
+        kernel: Kernel,
+        queries: &[f32],
+        k: usize,
+        threads: usize,
+    ) -> Result<Vec<Vec<Hit>>> {
         let dim = self.dim();
-        if queries.len() % dim != 0 {
+        if !queries.len().is_multiple_of(dim) {
             return Err(Error::BatchShape {
                 len: queries.len(),
                 dim,
@@ -73,21 +107,28 @@ impl CacheView {
             self.check_query(query, index)?;
         }
         let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
-        let n = queries.len() / dim;
-        if n == 0 {
+        let vectors: Vec<&[f32]> = queries.chunks_exact(dim).collect();
+        if vectors.is_empty() {
             return Ok(Vec::new());
         }
+        let queries = Queries {
+            norms: vectors.iter().map(|q| squared_norm(q)).collect(),
+            vectors,
+            kernel,
+            approx: Approx::new(self.metric(), dim),
+            exact: self.metric().kernel(),
+        };
         let block_rows = (BLOCK_BYTES / (dim * std::mem::size_of::<f32>())).max(16);
         let ranges = self.snap.ranges(block_rows);
         let worker = crate::pool::fold(
             threads,
             &ranges,
-            || Worker::new(k, n),
+            || Worker::new(k, &queries),
             |mut worker, range| {
-                self.scan_block(queries, range.clone(), &mut worker);
+                self.scan_block(&queries, range.clone(), &mut worker);
                 worker
             },
-            Worker::merge,
+            |a, b| a.merge(b, &queries),
         )?;
         Ok(worker
             .tops
@@ -96,7 +137,7 @@ impl CacheView {
             .collect())
     }
 
-    fn scan_block<'v>(&'v self, queries: &[f32], range: Range<usize>, worker: &mut Worker<'v>) {
+    fn scan_block<'v>(&'v self, queries: &Queries<'_>, range: Range<usize>, worker: &mut Worker<'v>) {
         let Some(seg) = self.snap.segment(range) else {
             return;
         };
@@ -104,27 +145,87 @@ impl CacheView {
         let Worker {
             tops,
             bounds,
+            cuts,
             visible,
         } = worker;
         visible.clear();
         visible.extend((0..seg.len()).filter(|&i| seg.visible(i, self.version)));
-        let kernel = self.metric().kernel();
         let base = seg.base();
-        let tile_rows = (TILE_BYTES / (dim * std::mem::size_of::<f32>())).max(1);
-        for tile in visible.chunks(tile_rows) {
-            for ((query, top), bound) in queries
-                .chunks_exact(dim)
-                .zip(tops.iter_mut())
-                .zip(bounds.iter_mut())
-            {
-                for &i in tile {
-                    let distance = kernel(query, seg.vector(i));
-                    // Equal distances may still enter on the id: only skip above.
-                    if distance > *bound {
-                        continue;
+        let approx = &queries.approx;
+        let n = queries.vectors.len();
+        let mut dots = [[0f32; RB]; QB];
+        for rows in visible.chunks(RB) {
+            // A short group repeats its last row (or query); the sums of
+            // the repeats are not read.
+            let last = rows.len() - 1;
+            let xs: [&[f32]; RB] = std::array::from_fn(|j| seg.vector(rows[j.min(last)]));
+            let row_cuts = queries
+                .kernel
+                .squared_norms(&xs, dim)
+                .map(|bb| approx.row_cut(bb));
+            for first in (0..n).step_by(QB) {
+                let count = (n - first).min(QB);
+                let qs: [&[f32]; QB] = std::array::from_fn(|i| queries.vectors[first + i.min(count - 1)]);
+                queries.kernel.dots(&qs, &xs, dim, &mut dots);
+                for (i, sums) in dots.iter().enumerate().take(count) {
+                    let q = first + i;
+                    for (j, &row) in rows.iter().enumerate() {
+                        if approx.rules_out(sums[j], cuts[q], row_cuts[j]) {
+                            continue;
+                        }
+                        let distance = (queries.exact)(qs[i], xs[j]);
+                        // Equal distances may still enter on the id: only skip above.
+                        if distance > bounds[q] {
+                            continue;
+                        }
+                        if tops[q].push(distance, seg.id(row), RowId((base + row) as u32)) {
+                            bounds[q] = tops[q].bound();
+                            cuts[q] = approx.query_cut(queries.norms[q], bounds[q]);
+                        }
                     }
-                    if top.push(distance, seg.id(i), RowId((base + i) as u32)) {
-                        *bound = top.bound();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CacheConfig, Metric, VectorCache};
+
+    /// The portable kernel serves CPUs without AVX-512; check it here too,
+    /// on a dimension that leaves a tail and groups cut short.
+    #[test]
+    fn every_kernel_gives_the_hits_of_one_search_per_query() {
+        let dim = 37;
+        let mut state = 0x853c_49e6_748f_ea9b_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 41) as f32 - 20.0
+        };
+        for metric in Metric::ALL {
+            let cache =
+                VectorCache::with_config(CacheConfig::new(dim, metric).chunk_rows(100)).expect("config");
+            let mut w = cache.writer();
+            for i in 0..703u32 {
+                let v: Vec<f32> = (0..dim).map(|_| next()).collect();
+                w.upsert(&i.to_be_bytes(), &v).expect("upsert");
+            }
+            w.commit(1).expect("commit");
+            let view = cache.view(1).expect("view");
+            let queries: Vec<f32> = (0..9 * dim).map(|_| next()).collect();
+            for kernel in [Kernel::Portable, Kernel::detect()] {
+                for k in [1, 10] {
+                    let batch = view.search_batch_with(kernel, &queries, k, 1).expect("batch");
+                    for (query, hits) in queries.chunks_exact(dim).zip(&batch) {
+                        assert_eq!(
+                            hits,
+                            &view.search(query, k, 1).expect("search"),
+                            "{kernel:?} {metric} k {k}"
+                        );
                     }
                 }
             }

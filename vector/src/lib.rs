@@ -37,6 +37,7 @@
 
 mod arena;
 mod batch;
+mod blocked;
 mod cache;
 mod error;
 mod index;

@@ -84,6 +84,11 @@ fn neg_dot(a: &[f32], b: &[f32]) -> f32 {
     <f32 as SpatialSimilarity>::dot(a, b).map_or(f32::NAN, |d| -(d as f32))
 }
 
+/// `‖v‖²` by simsimd's dot product.
+pub(crate) fn squared_norm(v: &[f32]) -> f32 {
+    -neg_dot(v, v)
+}
+
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     match <f32 as SpatialSimilarity>::cos(a, b) {
         None => f32::NAN,

@@ -270,7 +270,7 @@ impl Store for RocksStore {
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64> {
         self.check_poisoned()?;
         let seq = self.seq.load(Ordering::SeqCst);
-        debug_assert!(seq % 2 == 0, "apply without the write lock");
+        debug_assert!(seq.is_multiple_of(2), "apply without the write lock");
         let version = seq / 2 + 1;
         self.seq.store(seq + 1, Ordering::SeqCst);
         match self.write_batch(batch) {

@@ -138,7 +138,7 @@ pub(crate) fn from_key(bytes: &[u8], offset: usize) -> Result<(Decimal128, usize
 }
 
 fn strip_zeros(mut c: u128, mut q: i32) -> (u128, i32) {
-    while c != 0 && c % 10 == 0 {
+    while c != 0 && c.is_multiple_of(10) {
         c /= 10;
         q += 1;
     }

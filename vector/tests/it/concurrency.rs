@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use slate_vector::{CacheConfig, Error, Metric, VectorCache};
 
@@ -49,6 +50,14 @@ fn readers_see_exactly_their_version_while_a_writer_commits() {
                 latest.store(version, Ordering::Release);
                 if version % 100 == 0 {
                     cache.compact(version - 5).unwrap();
+                }
+                // Keep the readers in step (one check per 20 commits), so
+                // that a busy machine cannot let the writer finish alone.
+                // (A deadline, so that a panicked reader fails the test
+                // instead of hanging it.)
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while checked.load(Ordering::Relaxed) < (version / 20) as usize && Instant::now() < deadline {
+                    std::thread::yield_now();
                 }
             }
             done.store(true, Ordering::Release);

@@ -24,7 +24,7 @@ fn tied_distances_across_many_tasks_match_brute_force_on_every_thread_count() {
     }
     writer.commit(1).unwrap();
     let view = cache.view(1).unwrap();
-    let keep = |id: &[u8]| id[3] % 5 != 0;
+    let keep = |id: &[u8]| !id[3].is_multiple_of(5);
     let mask: RowMask = view.rows().filter(|&r| keep(view.id(r).unwrap())).collect();
     for query in [vec![1.0f32; dim], vec![-1.0f32; dim], vec![0.5; dim]] {
         let all = reference(Metric::Dot, &model, &query, |_| true);
