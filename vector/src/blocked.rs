@@ -47,7 +47,9 @@ impl Kernel {
         Kernel::Portable
     }
 
-    /// `out[i][j] = queries[i] · rows[j]` over the first `dim` components.
+    /// `out[i][j] = queries[i] · rows[j]` over the first `dim` components,
+    /// and which pairs `cut` keeps: bit `RB·i + j` of the result is set
+    /// unless `cut` rules the pair out.
     ///
     /// # Panics
     /// If any slice is shorter than `dim`.
@@ -56,21 +58,69 @@ impl Kernel {
         queries: &[&[f32]; QB],
         rows: &[&[f32]; RB],
         dim: usize,
+        cut: &Cut<'_>,
         out: &mut [[f32; RB]; QB],
-    ) {
+    ) -> u16 {
         assert!(
             queries.iter().chain(rows).all(|v| v.len() >= dim),
             "blocked kernel: a vector is shorter than dim {dim}"
         );
         match self {
-            Kernel::Portable => portable(queries, rows, dim, out),
+            Kernel::Portable => {
+                portable(queries, rows, dim, out);
+                let mut kept = 0;
+                for (i, sums) in out.iter().enumerate() {
+                    for (j, &dot) in sums.iter().enumerate() {
+                        if !cut.approx.rules_out(dot, cut.queries[i], cut.rows[j]) {
+                            kept |= 1 << (RB * i + j);
+                        }
+                    }
+                }
+                kept
+            }
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Avx512` is only constructed after the CPU reported
             // AVX-512F, and every slice holds at least `dim` floats (checked
             // above), which is all the kernel reads.
-            Kernel::Avx512 => unsafe { avx512(queries, rows, dim, out) },
+            Kernel::Avx512 => unsafe { avx512(queries, rows, dim, cut, out) },
         }
     }
+
+    /// Asks the CPU to start loading part `part` of `parts` of the cache
+    /// lines of `rows` (a hint: it changes no result). The batch pass
+    /// spreads the next group of rows over the calls that compare the
+    /// current group with the queries, a few lines each: that hides the
+    /// memory latency without filling the CPU's few line-fill buffers at
+    /// once.
+    pub(crate) fn prefetch(self, rows: &[&[f32]; RB], part: usize, parts: usize) {
+        match self {
+            Kernel::Portable => {}
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                // 16 floats to a 64-byte line.
+                let lines = rows[0].len().div_ceil(16);
+                let total = RB * lines;
+                for t in total * part / parts..total * (part + 1) / parts {
+                    let (row, line) = (rows[t / lines], t % lines);
+                    // SAFETY: a prefetch never faults and reads nothing the
+                    // program sees; the address lies inside `row` (whose
+                    // length is the same `dim` as the first row's).
+                    unsafe { _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(16 * line).cast::<i8>()) };
+                }
+            }
+        }
+    }
+}
+
+/// The cut of one kernel call: [`Approx`] and its query and row parts.
+#[derive(Debug)]
+pub(crate) struct Cut<'a> {
+    pub(crate) approx: &'a Approx,
+    /// `approx.query_cut(..)` of each query.
+    pub(crate) queries: [f32; QB],
+    /// `approx.row_cut(..)` of each row.
+    pub(crate) rows: [f32; RB],
 }
 
 impl Kernel {
@@ -117,7 +167,13 @@ fn portable(queries: &[&[f32]; QB], rows: &[&[f32]; RB], dim: usize, out: &mut [
 /// floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn avx512(queries: &[&[f32]; QB], rows: &[&[f32]; RB], dim: usize, out: &mut [[f32; RB]; QB]) {
+unsafe fn avx512(
+    queries: &[&[f32]; QB],
+    rows: &[&[f32]; RB],
+    dim: usize,
+    cut: &Cut<'_>,
+    out: &mut [[f32; RB]; QB],
+) -> u16 {
     use std::arch::x86_64::*;
 
     // Loads and stores go through the masked intrinsics, every lane on, and
@@ -154,6 +210,12 @@ unsafe fn avx512(queries: &[&[f32]; QB], rows: &[&[f32]; RB], dim: usize, out: &
     let sums = sum16(acc);
     // SAFETY: `out` is 16 contiguous f32 (`[[f32; 4]; 4]`), in the order of `acc`.
     unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().cast::<f32>(), ALL, sums) };
+    let bounds: [f32; 16] =
+        std::array::from_fn(|v| cut.approx.combine(cut.queries[v / RB], cut.rows[v % RB]));
+    // SAFETY: `bounds` is 16 contiguous f32.
+    let bounds = unsafe { _mm512_maskz_loadu_ps(ALL, bounds.as_ptr()) };
+    // Kept unless `sum < bound`; NaN compares unordered, so it is kept.
+    _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(sums, bounds)
 }
 
 /// Lane `v` of the result is the sum of the 16 lanes of `acc[v]`: a
@@ -279,14 +341,20 @@ impl Approx {
         }
     }
 
+    /// The value a pair's blocked dot product must reach to be kept.
+    #[inline]
+    pub(crate) fn combine(&self, query_cut: f32, row_cut: f32) -> f32 {
+        match self.metric {
+            Metric::Cosine => query_cut * row_cut,
+            Metric::L2 | Metric::Dot => query_cut + row_cut,
+        }
+    }
+
     /// Whether the pair with blocked dot product `dot` is certainly farther
     /// than the bound `query_cut` was computed with.
     #[inline]
     pub(crate) fn rules_out(&self, dot: f32, query_cut: f32, row_cut: f32) -> bool {
-        match self.metric {
-            Metric::Cosine => dot < query_cut * row_cut,
-            Metric::L2 | Metric::Dot => dot < query_cut + row_cut,
-        }
+        dot < self.combine(query_cut, row_cut)
     }
 }
 
@@ -324,7 +392,13 @@ mod tests {
             let x: [&[f32]; RB] = std::array::from_fn(|j| xs[j].as_slice());
             for kernel in kernels() {
                 let mut out = [[0.0; RB]; QB];
-                kernel.dots(&q, &x, dim, &mut out);
+                let approx = Approx::new(Metric::L2, dim);
+                let keep_all = Cut {
+                    approx: &approx,
+                    queries: [f32::NEG_INFINITY; QB],
+                    rows: [0.0; RB],
+                };
+                assert_eq!(kernel.dots(&q, &x, dim, &keep_all, &mut out), 0xffff);
                 for i in 0..QB {
                     for j in 0..RB {
                         let exact: f64 = qs[i]
@@ -389,10 +463,19 @@ mod tests {
                     let (aa, bb) = (squared_norm(&a), squared_norm(&b));
                     let exact = distance(metric, &a, &b);
                     for kernel in kernels() {
-                        let mut out = [[0.0; RB]; QB];
-                        kernel.dots(&q, &x, dim, &mut out);
+                        // The kernel's own verdict, which must agree with
+                        // `rules_out` on its sums.
                         let cut = |bound| {
-                            approx.rules_out(out[0][0], approx.query_cut(aa, bound), approx.row_cut(bb))
+                            let cut = Cut {
+                                approx: &approx,
+                                queries: [approx.query_cut(aa, bound); QB],
+                                rows: [approx.row_cut(bb); RB],
+                            };
+                            let mut out = [[0.0; RB]; QB];
+                            let kept = kernel.dots(&q, &x, dim, &cut, &mut out);
+                            let ruled_out = approx.rules_out(out[0][0], cut.queries[0], cut.rows[0]);
+                            assert_eq!(kept & 1 == 0, ruled_out, "{kernel:?} {metric} dim {dim}");
+                            ruled_out
                         };
                         assert!(
                             !cut(exact),

@@ -35,6 +35,15 @@ fn pool(threads: usize) -> Result<Arc<ThreadPool>> {
     Ok(pool)
 }
 
+/// How many threads a `threads` argument runs on (see the module docs).
+pub(crate) fn effective(threads: usize) -> usize {
+    if threads == 0 {
+        rayon::current_num_threads()
+    } else {
+        threads.min(cores())
+    }
+}
+
 /// Folds `items` into one accumulator on `threads` threads (see the module
 /// docs). `merge` must be associative and, for deterministic results,
 /// insensitive to how the items were grouped.
@@ -46,11 +55,7 @@ where
     S: Fn(A, &T) -> A + Sync + Send,
     M: Fn(A, A) -> A + Sync + Send,
 {
-    let threads = if threads == 0 {
-        rayon::current_num_threads()
-    } else {
-        threads.min(cores())
-    };
+    let threads = effective(threads);
     if threads <= 1 || items.len() <= 1 {
         return Ok(items.iter().fold(init(), step));
     }
