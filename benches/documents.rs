@@ -233,6 +233,14 @@ fn sql_projection(conn: &Connection) -> usize {
     rows.len()
 }
 
+fn sql_lookups_batch(conn: &Connection, ids: &[i64]) -> usize {
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    sql_rows(
+        conn,
+        &format!("SELECT {SQL_COLS} FROM docs WHERE id IN ({})", list.join(",")),
+    )
+}
+
 fn sql_lookups(conn: &Connection, ids: &[i64]) -> usize {
     let mut stmt = conn
         .prepare_cached(&format!("SELECT {SQL_COLS} FROM docs WHERE id = ?1"))
@@ -253,7 +261,20 @@ fn slate_rows(find: slate::Find<'_>) -> usize {
     docs.len()
 }
 
+/// Seed 000's row: one `get` per id, each a full `Document`.
 fn slate_lookups(coll: &Collection, ids: &[Bson]) -> usize {
+    let mut found = 0;
+    for id in ids {
+        if let Some(d) = coll.get(id.clone()).expect("get") {
+            black_box(d);
+            found += 1;
+        }
+    }
+    found
+}
+
+/// The same ids in one `get_many`.
+fn slate_lookups_batch(coll: &Collection, ids: &[Bson]) -> usize {
     let docs = coll.get_many(ids).expect("get_many");
     let found = docs.iter().filter(|d| d.is_some()).count();
     black_box(&docs);
@@ -286,6 +307,8 @@ fn find_query(
 
 fn queries(lookup_ids: Vec<i64>) -> Vec<Query> {
     let bson_ids: Vec<Bson> = lookup_ids.iter().map(|&i| Bson::Int64(i)).collect();
+    let batch_ids = bson_ids.clone();
+    let batch_sql_ids = lookup_ids.clone();
     vec![
         find_query("full_scan", |c| c.find(doc! {}), ""),
         find_query(
@@ -360,6 +383,11 @@ fn queries(lookup_ids: Vec<i64>) -> Vec<Query> {
             sql: Box::new(move |conn| sql_lookups(conn, &lookup_ids)),
         },
         Query {
+            name: "point_lookups_1000_batch",
+            slate: Box::new(move |c| slate_lookups_batch(c, &batch_ids)),
+            sql: Box::new(move |conn| sql_lookups_batch(conn, &batch_sql_ids)),
+        },
+        Query {
             name: "projection_name_status",
             slate: Box::new(|c| slate_rows(c.find(doc! {}).project(["name", "status"]))),
             sql: Box::new(sql_projection),
@@ -416,9 +444,18 @@ fn build(recs: &[Rec]) -> Fixtures {
     }
 }
 
+/// `LOOKUPS` distinct ids in random order (as slate-bench draws them), so that
+/// SQLite's `IN (...)` returns as many rows as there are ids.
 fn lookup_ids(n: usize) -> Vec<i64> {
     let mut rng = Rng(0xD1B5_4A32_D192_ED03);
-    (0..LOOKUPS).map(|_| rng.below(n as u64) as i64).collect()
+    let mut all: Vec<i64> = (0..n as i64).collect();
+    let count = LOOKUPS.min(n);
+    for i in 0..count {
+        let j = i + rng.below((n - i) as u64) as usize;
+        all.swap(i, j);
+    }
+    all.truncate(count);
+    all
 }
 
 fn bench_documents(c: &mut Criterion) {

@@ -133,7 +133,7 @@ impl Collection {
     /// The document with `_id` `id` (vector fields included).
     pub fn get(&self, id: impl Into<Bson>) -> Result<Option<Document>> {
         let id = id.into();
-        let txn = self.db.inner.read();
+        let txn = self.db.inner.read_documents();
         let read = txn.collection(&self.name)?;
         for part in self.parts(&read)? {
             if let Some(raw) = read.get_by_id(&part, &id)? {
@@ -146,7 +146,7 @@ impl Collection {
     /// The documents with the given ids, in order (`None` where absent), from
     /// one snapshot with one batched read.
     pub fn get_many(&self, ids: &[Bson]) -> Result<Vec<Option<Document>>> {
-        let txn = self.db.inner.read();
+        let txn = self.db.inner.read_documents();
         let read = txn.collection(&self.name)?;
         let parts = self.parts(&read)?;
         // Every key in one buffer: (start, end) of each in `bytes`.
@@ -156,30 +156,43 @@ impl Collection {
             .iter()
             .map(|p| slate_core::keys::doc_prefix(p.as_bytes()))
             .collect();
+        let bad_id = |e: slate_core::value::ValueError| slate_core::Error::InvalidId {
+            collection: self.name.clone(),
+            reason: e.to_string(),
+        };
         for id in ids {
-            let enc = slate_core::value::encode_id(id).map_err(|e| slate_core::Error::InvalidId {
-                collection: self.name.clone(),
-                reason: e.to_string(),
-            })?;
-            for prefix in &prefixes {
-                let start = bytes.len();
-                bytes.extend_from_slice(prefix);
-                bytes.extend_from_slice(&enc);
-                spans.push((start, bytes.len()));
+            match prefixes.as_slice() {
+                // Unpartitioned: the id encoded straight into the key buffer.
+                [prefix] => {
+                    let start = bytes.len();
+                    bytes.extend_from_slice(prefix);
+                    slate_core::value::encode_id_into(id, &mut bytes).map_err(&bad_id)?;
+                    spans.push((start, bytes.len()));
+                }
+                _ => {
+                    let enc = slate_core::value::encode_id(id).map_err(&bad_id)?;
+                    for prefix in &prefixes {
+                        let start = bytes.len();
+                        bytes.extend_from_slice(prefix);
+                        bytes.extend_from_slice(&enc);
+                        spans.push((start, bytes.len()));
+                    }
+                }
             }
         }
         let refs: Vec<&[u8]> = spans.iter().map(|&(s, e)| &bytes[s..e]).collect();
         let found = read.get_keys(&refs)?;
-        let mut out = Vec::with_capacity(ids.len());
-        let mut mat = slate_core::value::Materializer::new();
-        for per_id in found.chunks(parts.len().max(1)) {
-            let doc = match per_id.iter().flatten().next() {
-                Some(raw) => Some(read.materialize_full_with(&mut mat, raw)?),
-                None => None,
-            };
-            out.push(doc);
-        }
-        Ok(out)
+        slate_core::value::Materializer::with_thread_local(|mat| -> Result<Vec<Option<Document>>> {
+            let mut out = Vec::with_capacity(ids.len());
+            for per_id in found.chunks(parts.len().max(1)) {
+                let doc = match per_id.iter().flatten().next() {
+                    Some(raw) => Some(read.materialize_full_with(mat, raw)?),
+                    None => None,
+                };
+                out.push(doc);
+            }
+            Ok(out)
+        })
     }
 
     /// A query: chain `sort`, `skip`, `limit`, `project`, then iterate,

@@ -135,6 +135,16 @@ impl Database {
         ReadTxn::new(self)
     }
 
+    /// A read transaction for reading documents by id or key, nothing else:
+    /// cheaper to take than [`Database::read`] (its snapshot is not
+    /// registered with the vector compaction floor, two lock round trips per
+    /// read saved), so its collection handles carry no vector caches:
+    /// [`CollectionRead::vectors`](crate::CollectionRead::vectors) fails on
+    /// them. Documents still come back with their stored vectors attached.
+    pub fn read_documents(&self) -> ReadTxn<'_> {
+        ReadTxn::documents_only(self)
+    }
+
     /// The write transaction, waiting for the previous one to finish.
     pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
         WriteTxn::new(self)

@@ -33,6 +33,15 @@ pub fn doc_prefix(part: &[u8]) -> Vec<u8> {
     doc_key(part, &[])
 }
 
+/// [`doc_prefix`] with room for `extra` more bytes, so that an id encoded in
+/// place makes the whole key in one allocation.
+pub fn doc_prefix_with_capacity(part: &[u8], extra: usize) -> Vec<u8> {
+    let mut k = Vec::with_capacity(part.len() + DOC.len() + extra);
+    k.extend_from_slice(part);
+    k.extend_from_slice(DOC);
+    k
+}
+
 /// The encoded id (partition excluded) of a document key with prefix `doc_prefix(part)`.
 pub fn id_of_doc_key<'k>(part: &[u8], key: &'k [u8]) -> &'k [u8] {
     &key[(part.len() + DOC.len()).min(key.len())..]

@@ -43,6 +43,9 @@ impl Part {
 pub struct ReadTxn<'db> {
     db: &'db Database,
     snap: Arc<dyn Snapshot + 'db>,
+    /// Whether its collections carry their vector caches (its snapshot is
+    /// then registered with the compaction floor).
+    vectors: bool,
 }
 
 impl std::fmt::Debug for ReadTxn<'_> {
@@ -58,6 +61,18 @@ impl<'db> ReadTxn<'db> {
         Self {
             db,
             snap: Arc::from(db.store.snapshot()),
+            vectors: true,
+        }
+    }
+
+    /// A transaction for document reads only: its snapshot is not registered
+    /// with the vector compaction floor and its collections carry no vector
+    /// caches (stored vectors are still read from their keys).
+    pub(crate) fn documents_only(db: &'db Database) -> Self {
+        Self {
+            db,
+            snap: Arc::from(db.untracked.snapshot()),
+            vectors: false,
         }
     }
 
@@ -79,11 +94,18 @@ impl<'db> ReadTxn<'db> {
     /// A handle for reading collection `name`. It shares this transaction's
     /// snapshot and may outlive the transaction value.
     pub fn collection(&self, name: &str) -> Result<CollectionRead<'db>> {
-        let config = read_config(self.snap.as_ref(), name)?;
+        let (config, cf) = read_collection(self.snap.as_ref(), name)?;
+        // No lock or map lookup for a collection without vector fields.
+        let vectors = if self.vectors && !config.vectors.is_empty() {
+            self.db.vector_set(name)
+        } else {
+            None
+        };
         Ok(CollectionRead::new(
             SnapRef::Shared(self.snap.clone()),
             config,
-            self.db.vector_set(name),
+            cf,
+            vectors,
         ))
     }
 }
@@ -92,7 +114,13 @@ impl<'db> ReadTxn<'db> {
 /// are memoised by their stored bytes (a pure function of them), so opening a
 /// collection for a read costs one catalog read and a byte comparison.
 pub(crate) fn read_config(snap: &dyn Snapshot, name: &str) -> Result<Arc<CollectionConfig>> {
-    type Memo = HashMap<String, (Vec<u8>, Arc<CollectionConfig>)>;
+    read_collection(snap, name).map(|(config, _)| config)
+}
+
+/// [`read_config`] with the collection's column family name (memoised with
+/// it, so that opening a collection for a read formats no string).
+pub(crate) fn read_collection(snap: &dyn Snapshot, name: &str) -> Result<(Arc<CollectionConfig>, Arc<str>)> {
+    type Memo = HashMap<String, (Vec<u8>, Arc<CollectionConfig>, Arc<str>)>;
     static DECODED: OnceLock<RwLock<Memo>> = OnceLock::new();
     let Some(bytes) = snap.get(CATALOG_CF, name.as_bytes())? else {
         return Err(Error::UnknownCollection {
@@ -100,16 +128,18 @@ pub(crate) fn read_config(snap: &dyn Snapshot, name: &str) -> Result<Arc<Collect
         });
     };
     let memo = DECODED.get_or_init(Default::default);
-    if let Some((stored, config)) = memo.read().unwrap_or_else(PoisonError::into_inner).get(name) {
+    if let Some((stored, config, cf)) = memo.read().unwrap_or_else(PoisonError::into_inner).get(name) {
         if stored.as_slice() == &*bytes {
-            return Ok(Arc::clone(config));
+            return Ok((Arc::clone(config), Arc::clone(cf)));
         }
     }
     let config = Arc::new(CollectionConfig::from_bytes(name, &bytes)?);
-    memo.write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(name.to_owned(), (bytes.into_owned(), Arc::clone(&config)));
-    Ok(config)
+    let cf: Arc<str> = collection_cf(name).into();
+    memo.write().unwrap_or_else(PoisonError::into_inner).insert(
+        name.to_owned(),
+        (bytes.into_owned(), Arc::clone(&config), Arc::clone(&cf)),
+    );
+    Ok((config, cf))
 }
 
 /// A document read from a collection: its key and raw BSON bytes (borrowed from
@@ -153,7 +183,7 @@ impl<'t> std::ops::Deref for SnapRef<'t> {
 #[derive(Clone)]
 pub struct CollectionRead<'t> {
     snap: SnapRef<'t>,
-    cf: String,
+    cf: Arc<str>,
     config: Arc<CollectionConfig>,
     vectors: Option<Arc<VectorSet>>,
 }
@@ -170,19 +200,22 @@ impl<'t> CollectionRead<'t> {
     pub(crate) fn new(
         snap: SnapRef<'t>,
         config: Arc<CollectionConfig>,
+        cf: Arc<str>,
         vectors: Option<Arc<VectorSet>>,
     ) -> Self {
         Self {
             snap,
-            cf: collection_cf(&config.name),
+            cf,
             config,
             vectors,
         }
     }
 
     /// The document as stored plus every vector it has: what `get` returns.
+    /// Uses the thread's materializer, so consecutive single reads of one
+    /// collection reuse its document layout.
     pub fn materialize_full(&self, doc: &RawDoc<'_>) -> Result<Document> {
-        self.materialize_full_with(&mut Materializer::new(), doc)
+        Materializer::with_thread_local(|m| self.materialize_full_with(m, doc))
     }
 
     /// [`CollectionRead::materialize_full`] reusing `m`'s document layout
@@ -201,7 +234,7 @@ impl<'t> CollectionRead<'t> {
     /// the given dot paths; a vector field named there is attached from its
     /// vector key. The single point where raw bytes become a `Document`.
     pub fn materialize(&self, doc: &RawDoc<'_>, projection: Option<&[String]>) -> Result<Document> {
-        self.materialize_with(&mut Materializer::new(), doc, projection)
+        Materializer::with_thread_local(|m| self.materialize_with(m, doc, projection))
     }
 
     /// [`CollectionRead::materialize`] reusing `m`'s document layout (faster
@@ -287,11 +320,16 @@ impl<'t> CollectionRead<'t> {
 
     /// The document with `_id` `id` in partition `part`.
     pub fn get_by_id(&self, part: &Part, id: &Bson) -> Result<Option<RawDoc<'_>>> {
-        let id = crate::value::encode_id(id).map_err(|e| Error::InvalidId {
+        // The key in one buffer: `{part}d:` then the encoded id.
+        let mut key = keys::doc_prefix_with_capacity(&part.0, 16);
+        crate::value::encode_id_into(id, &mut key).map_err(|e| Error::InvalidId {
             collection: self.config.name.clone(),
             reason: e.to_string(),
         })?;
-        self.get(part, &id)
+        Ok(self.snap.get(&self.cf, &key)?.map(|bytes| RawDoc {
+            key: Cow::Owned(key),
+            bytes,
+        }))
     }
 
     /// Documents by key (as found in [`RawDoc::key`] or an index entry), in the

@@ -13,7 +13,7 @@ use bson::{Bson, Document, RawDocument};
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::index::entries;
 use crate::keys;
-use crate::read::{read_config, read_count, split_doc_key, CollectionRead, Part, SnapRef};
+use crate::read::{read_collection, read_config, read_count, split_doc_key, CollectionRead, Part, SnapRef};
 use crate::store::{self, Direction};
 use crate::value::encode_id;
 use crate::vectors::{extract_vector, f32s_to_le, VectorOp};
@@ -73,10 +73,11 @@ impl<'db> WriteTxn<'db> {
     /// Reads collection `name` as this transaction sees it (its own writes
     /// included; vector searches see the last commit).
     pub fn collection(&self, name: &str) -> Result<CollectionRead<'_>> {
-        let config = read_config(&self.txn, name)?;
+        let (config, cf) = read_collection(&self.txn, name)?;
         Ok(CollectionRead::new(
             SnapRef::Borrowed(&self.txn),
             config,
+            cf,
             self.db.vector_set(name),
         ))
     }

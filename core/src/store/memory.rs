@@ -5,7 +5,8 @@
 //! is one `Arc` to an immutable state: reads take no lock and lend their bytes
 //! straight out of the snapshot.
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -17,7 +18,71 @@ use super::{
 use crate::{Error, Result};
 
 type Bytes = Arc<[u8]>;
-type Table = imbl::OrdMap<Bytes, Bytes>;
+type Table = imbl::OrdMap<Key, Bytes>;
+
+/// Longest key held inline in the tree node (a `Key` is 32 bytes either way).
+const INLINE_KEY: usize = 30;
+
+/// A table key: inline when it is short (document keys `d:{id}` of int,
+/// ObjectId and short string ids; most index entries), so that the
+/// comparisons of a lookup read the tree node alone instead of following one
+/// pointer per compared key; shared on the heap otherwise. Orders, compares
+/// and borrows as its bytes, so `&[u8]` lookups and ranges work unchanged.
+#[derive(Clone)]
+enum Key {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Shared(Bytes),
+}
+
+impl Key {
+    fn new(key: Vec<u8>) -> Self {
+        match u8::try_from(key.len()) {
+            Ok(len) if key.len() <= INLINE_KEY => {
+                let mut bytes = [0; INLINE_KEY];
+                bytes[..key.len()].copy_from_slice(&key);
+                Key::Inline { len, bytes }
+            }
+            _ => Key::Shared(key.into()),
+        }
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Key::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Key::Shared(b) => b,
+        }
+    }
+}
+
+impl Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        self
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (**self).cmp(&**other)
+    }
+}
 
 #[derive(Clone, Default)]
 struct State {
@@ -116,7 +181,7 @@ impl Store for MemoryStore {
                 .ok_or_else(|| Error::UnknownColumnFamily { name: cf.clone() })?;
             match op {
                 Op::Put { key, value } => {
-                    table.insert(key.into(), value.into());
+                    table.insert(Key::new(key), value.into());
                 }
                 Op::Delete { key } => {
                     table.remove(key.as_slice());
@@ -129,7 +194,7 @@ impl Store for MemoryStore {
                     if range.is_empty() {
                         continue;
                     }
-                    let doomed: Vec<Bytes> = table
+                    let doomed: Vec<Key> = table
                         .range::<_, [u8]>(range.bounds())
                         .map(|(k, _)| k.clone())
                         .collect();
@@ -192,5 +257,33 @@ impl Snapshot for MemorySnapshot {
 
     fn has_cf(&self, cf: &str) -> bool {
         self.0.tables.contains_key(cf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_compare_and_borrow_as_their_bytes_inline_or_shared() {
+        let raw: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![1; 29],
+            vec![1; 30],
+            vec![1; 31],
+            vec![0xff; 30],
+            vec![0xff; 64],
+            b"d:\x10".to_vec(),
+        ];
+        for a in &raw {
+            let ka = Key::new(a.clone());
+            assert_eq!(matches!(ka, Key::Inline { .. }), a.len() <= INLINE_KEY);
+            assert_eq!(&*ka, a.as_slice());
+            for b in &raw {
+                assert_eq!(ka.cmp(&Key::new(b.clone())), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
+        assert_eq!(std::mem::size_of::<Key>(), 32);
     }
 }

@@ -45,6 +45,14 @@ pub fn encode_key_value(v: &Bson) -> Result<Vec<u8>> {
 /// Encodes a document `_id`: an int32, int64, string or ObjectId, with the same encoding as
 /// [`encode_value`] (so `_id: 1` and `_id: 1i64` are the same id).
 pub fn encode_id(id: &Bson) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(16);
+    encode_id_into(id, &mut out)?;
+    Ok(out)
+}
+
+/// [`encode_id`] appended to `out` (a key prefix), without a buffer of its
+/// own; `out` is unchanged on error.
+pub fn encode_id_into(id: &Bson, out: &mut Vec<u8>) -> Result<()> {
     let v = match id {
         Bson::Int32(i) => RawBsonRef::Int32(*i),
         Bson::Int64(i) => RawBsonRef::Int64(*i),
@@ -56,9 +64,8 @@ pub fn encode_id(id: &Bson) -> Result<Vec<u8>> {
             })
         }
     };
-    let mut out = Vec::with_capacity(16);
-    encode_value(v, &mut out);
-    Ok(out)
+    encode_value(v, out);
+    Ok(())
 }
 
 /// The smallest byte string greater than every string that starts with `prefix`, or `None`

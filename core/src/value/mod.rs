@@ -26,7 +26,7 @@ mod project;
 #[cfg(test)]
 mod tests;
 
-pub use encoding::{decode_value, encode_id, encode_key_value, encode_value, key_successor};
+pub use encoding::{decode_value, encode_id, encode_id_into, encode_key_value, encode_value, key_successor};
 pub use materialize::{to_bson, Materializer, RawResult};
 pub use order::{bracket, compare, TypeBracket};
 pub use path::{index_values, lookup_path, visit_path, FieldPath, LeafArrays, PathValue};
