@@ -485,3 +485,50 @@ fn field_lookup_stops_where_raw_document_get_does() {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    /// The direct fill of a remembered layout must read a damaged document
+    /// exactly as bson does: the same document, or an error where bson errs.
+    #[test]
+    fn a_remembered_layout_reads_damaged_bytes_as_try_from_does(
+        values in prop::collection::vec(direct_leaf(), 1..5),
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+    ) {
+        // Distinct keys, so that the layout has every field.
+        let fields: Vec<(&str, Bson)> = ["a", "b", "c", "d"].into_iter().zip(values).collect();
+        let good = raw_fields(&fields);
+        let mut m = Materializer::new();
+        m.document(&good).expect("valid");
+        let mut bytes = good.into_bytes();
+        let inner = bytes.len() - 5;
+        prop_assume!(inner > 0);
+        bytes[4 + at.index(inner)] = byte;
+        let Ok(bad) = bson::RawDocument::from_bytes(&bytes) else {
+            return Ok(());
+        };
+        match (bson::Document::try_from(bad), m.document(bad)) {
+            (Ok(want), Ok(got)) => prop_assert!(same(&got, &want), "{:?} vs {:?}", got, want),
+            (Err(_), Err(_)) => {}
+            (want, got) => prop_assert!(false, "try_from {:?}, materializer {:?}", want, got),
+        }
+    }
+}
+
+/// The values the direct fill decodes itself (and a nested document, which
+/// it hands to bson), each from a few byte patterns.
+fn direct_leaf() -> impl Strategy<Value = Bson> {
+    prop_oneof![
+        Just(Bson::Null),
+        any::<bool>().prop_map(Bson::Boolean),
+        any::<i32>().prop_map(Bson::Int32),
+        int64().prop_map(Bson::Int64),
+        any::<f64>().prop_map(Bson::Double),
+        int64().prop_map(|ms| Bson::DateTime(bson::DateTime::from_millis(ms))),
+        any::<[u8; 12]>().prop_map(|b| Bson::ObjectId(ObjectId::from_bytes(b))),
+        text().prop_map(Bson::String),
+        text().prop_map(|t| Bson::Document(bson::doc! { "t": t })),
+    ]
+}
