@@ -461,16 +461,22 @@ fn corrupt(e: bson::raw::Error) -> Error {
 fn project_top_level(m: &mut Materializer, raw: &RawDocument, fields: &[String]) -> Result<Document> {
     let mut id = None;
     let mut found: Vec<Option<bson::RawBsonRef<'_>>> = vec![None; fields.len()];
+    let mut missing = fields.len();
     for element in raw {
         let (key, value) = element.map_err(corrupt)?;
         if key == "_id" {
             id.get_or_insert(value);
-            continue;
-        }
-        for (f, slot) in fields.iter().zip(found.iter_mut()) {
-            if f == key && slot.is_none() {
-                *slot = Some(value);
+        } else {
+            for (f, slot) in fields.iter().zip(found.iter_mut()) {
+                if f == key && slot.is_none() {
+                    *slot = Some(value);
+                    missing -= 1;
+                }
             }
+        }
+        // The first of each field wins, so the rest cannot change the result.
+        if missing == 0 && id.is_some() {
+            break;
         }
     }
     m.fields(|| {

@@ -15,7 +15,6 @@
 //! documents returns (ties broken by document key); `Auto` picks the cheapest
 //! by the cost model in [`CostModel`].
 
-use std::collections::HashSet;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -512,11 +511,20 @@ pub fn materialize_hits(
     let docs = read.get_keys(&keys)?;
     let empty: [String; 0] = [];
     let fields = projection.unwrap_or(&empty);
+    // A repeated id keeps its first (nearest) hit: sorting k indices by id
+    // costs less than hashing and copying every id.
+    let mut order: Vec<usize> = (0..hits.len()).collect();
+    order.sort_unstable_by(|&a, &b| hits[a].id.cmp(&hits[b].id).then(a.cmp(&b)));
+    let mut repeat = vec![false; hits.len()];
+    for pair in order.windows(2) {
+        if hits[pair[0]].id == hits[pair[1]].id {
+            repeat[pair[1]] = true;
+        }
+    }
     let mut out = Vec::with_capacity(hits.len());
-    let mut seen = HashSet::new();
-    for (hit, doc) in hits.iter().zip(docs) {
+    for ((hit, doc), repeat) in hits.iter().zip(docs).zip(repeat) {
         let Some(doc) = doc else { continue };
-        if !seen.insert(hit.id.clone()) {
+        if repeat {
             continue;
         }
         let projected = read.materialize(&doc, Some(fields))?;

@@ -75,7 +75,9 @@ impl Chunk {
 pub(crate) struct Arena {
     dim: usize,
     chunk_rows: usize,
-    chunks: RwLock<Vec<Arc<Chunk>>>,
+    /// Shared as one `Arc`, so that a snapshot costs one reference count,
+    /// not one per chunk; a new chunk copies the list (rare).
+    chunks: RwLock<Arc<Vec<Arc<Chunk>>>>,
     published: AtomicUsize,
     /// Heap bytes of the ids held in all slots (published or not).
     id_bytes: AtomicUsize,
@@ -87,7 +89,7 @@ impl Arena {
         let arena = Arc::new(Arena {
             dim,
             chunk_rows,
-            chunks: RwLock::new(Vec::new()),
+            chunks: RwLock::new(Arc::new(Vec::new())),
             published: AtomicUsize::new(0),
             id_bytes: AtomicUsize::new(0),
         });
@@ -109,10 +111,9 @@ impl Arena {
         let rows = self.published.load(Ordering::Acquire);
         // Every chunk holding a row below `rows` was pushed before that row was
         // published, so the list read after the Acquire load contains it.
-        let needed = rows.div_ceil(self.chunk_rows);
         let chunks = self.chunks.read().unwrap_or_else(PoisonError::into_inner);
         ArenaSnapshot {
-            chunks: chunks.iter().take(needed).cloned().collect(),
+            chunks: Arc::clone(&chunks),
             rows,
             dim: self.dim,
             chunk_rows: self.chunk_rows,
@@ -163,11 +164,9 @@ impl ArenaCursor {
         let (chunk_rows, dim) = (self.arena.chunk_rows, self.arena.dim);
         while self.chunks.len() * chunk_rows < end {
             let chunk = Arc::new(Chunk::new(chunk_rows, dim));
-            self.arena
-                .chunks
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(Arc::clone(&chunk));
+            let mut shared = self.arena.chunks.write().unwrap_or_else(PoisonError::into_inner);
+            Arc::make_mut(&mut shared).push(Arc::clone(&chunk));
+            drop(shared);
             self.chunks.push(chunk);
         }
         self.next = end;
@@ -290,7 +289,9 @@ impl ArenaCursor {
 
 /// The rows published when the snapshot was taken; holds their chunks alive.
 pub(crate) struct ArenaSnapshot {
-    chunks: Vec<Arc<Chunk>>,
+    /// The arena's chunk list when the snapshot was taken (it may hold
+    /// chunks past `rows`, which the snapshot never reads).
+    chunks: Arc<Vec<Arc<Chunk>>>,
     rows: usize,
     dim: usize,
     chunk_rows: usize,
