@@ -80,9 +80,17 @@ impl Collection {
 
     /// The partition key, on a handle scoped to partitions (`None` on an
     /// unscoped handle, without reading the configuration).
+    /// A handle scoped to partitions of an unpartitioned collection is
+    /// refused, as its reads are.
     fn scoped_key(&self) -> Result<Option<String>> {
         match &self.partitions {
-            Some(_) => Ok(self.config()?.partition_key),
+            Some(_) => match self.config()?.partition_key {
+                Some(key) => Ok(Some(key)),
+                None => Err(slate_core::Error::InvalidPartition {
+                    reason: format!("collection {:?} is not partitioned", self.name),
+                }
+                .into()),
+            },
             None => Ok(None),
         }
     }
@@ -94,12 +102,25 @@ impl Collection {
         let (Some(values), Some(key)) = (&self.partitions, key) else {
             return Ok(doc);
         };
-        match doc.get(key) {
+        // Partitions compare as their keys do (1, 1i64 and 1.0 are one
+        // partition), and a dotted key is looked up through subdocuments.
+        let same =
+            |v: &Bson| Part::of(v).is_ok_and(|p| values.iter().any(|w| Part::of(w).is_ok_and(|q| q == p)));
+        let found = key
+            .split('.')
+            .try_fold(None::<&Bson>, |at, name| match at {
+                None => doc.get(name).map(Some).ok_or(()),
+                Some(Bson::Document(d)) => d.get(name).map(Some).ok_or(()),
+                Some(_) => Err(()),
+            })
+            .ok()
+            .flatten();
+        match found {
             None if values.len() == 1 && !key.contains('.') => {
                 doc.insert(key, values[0].clone());
                 Ok(doc)
             }
-            Some(v) if values.contains(v) => Ok(doc),
+            Some(v) if same(v) => Ok(doc),
             other => Err(slate_core::Error::InvalidPartition {
                 reason: format!(
                     "this handle of {:?} addresses partitions {values:?}; the document's {key:?} is {other:?}",

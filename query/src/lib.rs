@@ -12,6 +12,7 @@ mod error;
 pub mod exec;
 mod filter;
 pub mod plan;
+mod projection;
 mod search;
 mod update;
 
@@ -19,5 +20,6 @@ pub use error::{Error, Result};
 pub use exec::{matching_keys, Cursor, ExecStats, SortField};
 pub use filter::{ElemMatch, FieldPath, Filter, FilterError, Interval, Predicate};
 pub use plan::{plan_find, FindSpec, MergeOp, Plan, Source};
+pub use projection::check_projection;
 pub use search::{search, search_batch, CostModel, SearchExplain, SearchHit, SearchSpec, Strategy};
 pub use update::{equality_seed, Update, UpdateError};

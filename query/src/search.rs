@@ -274,6 +274,7 @@ pub fn search(
     parts: &[Part],
     spec: &SearchSpec,
 ) -> Result<(Vec<SearchHit>, SearchExplain)> {
+    crate::check_projection(spec.projection.as_deref())?;
     let view = read.vectors(&spec.field)?;
     if spec.k == 0 {
         return Err(slate_vector::Error::ZeroK.into());
@@ -548,6 +549,7 @@ pub fn search_batch(
     threads: usize,
     projection: Option<&[String]>,
 ) -> Result<Vec<Vec<SearchHit>>> {
+    crate::check_projection(projection)?;
     let view = read.vectors(field)?;
     if read.config().partition_key.is_some() {
         // Partition scoping needs a per-row check: run the queries one by one.

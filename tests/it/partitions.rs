@@ -345,3 +345,63 @@ fn an_upsert_lands_inside_the_partitions_its_handle_addresses() {
         );
     }
 }
+
+#[test]
+fn a_partition_handle_on_an_unpartitioned_collection_writes_nothing() {
+    for t in backends() {
+        let b = t.backend;
+        let coll =
+            t.db.create_collection(CollectionConfig::new("plain"))
+                .expect("create");
+        let scoped = coll.partition("acme");
+        assert_invalid_partition(scoped.insert_one(doc! { "_id": 1 }), "not partitioned", b);
+        assert_invalid_partition(
+            scoped.insert_many([doc! { "_id": 2 }, doc! { "_id": 3 }]),
+            "not partitioned",
+            b,
+        );
+        assert_invalid_partition(
+            scoped.replace_one(doc! { "_id": 4 }, doc! { "x": 1 }, true),
+            "not partitioned",
+            b,
+        );
+        assert_eq!(coll.count(doc! {}).expect("count"), 0, "[{b}]");
+    }
+}
+
+#[test]
+fn a_scoped_insert_compares_partitions_as_keys_and_follows_dotted_keys() {
+    for t in backends() {
+        let b = t.backend;
+        // Numbers of any type name one partition, as they do in the keys.
+        let coll =
+            t.db.create_collection(CollectionConfig::new("byint").partition_key("shard"))
+                .expect("create");
+        let one = coll.partition(1i32);
+        one.insert_one(doc! { "_id": 1, "shard": 1i64 })
+            .expect("1i64 is partition 1");
+        one.insert_one(doc! { "_id": 2, "shard": 1.0 })
+            .expect("1.0 is partition 1");
+        assert_invalid_partition(one.insert_one(doc! { "_id": 3, "shard": 2 }), "partition", b);
+        assert_eq!(one.count(doc! {}).expect("count"), 2, "[{b}]");
+
+        // A dotted partition key is read through the subdocument.
+        let coll =
+            t.db.create_collection(CollectionConfig::new("nested").partition_key("org.id"))
+                .expect("create");
+        let acme = coll.partition("acme");
+        acme.insert_one(doc! { "_id": 1, "org": { "id": "acme" } })
+            .expect("the handle's partition, nested");
+        assert_invalid_partition(
+            acme.insert_one(doc! { "_id": 2, "org": { "id": "globex" } }),
+            "partition",
+            b,
+        );
+        assert_eq!(acme.count(doc! {}).expect("count"), 1, "[{b}]");
+        assert_eq!(
+            coll.partition("globex").count(doc! {}).expect("count"),
+            0,
+            "[{b}]"
+        );
+    }
+}

@@ -1026,6 +1026,39 @@ fn projections_go_through_arrays_of_documents() {
 }
 
 #[test]
+fn a_bad_projection_path_is_refused_by_name() {
+    for t in backends() {
+        let coll =
+            t.db.create_collection(CollectionConfig::new("p").vector("v", 2, slate::Metric::L2))
+                .expect("create");
+        coll.insert_one(doc! { "_id": 1, "a": { "b": 1 }, "v": [0.0, 1.0] })
+            .expect("insert");
+        for bad in ["", "a.", ".a", "a..b", "$a", "a.$b"] {
+            let check = |out: Result<(), slate::Error>, what: &str| match out {
+                Err(slate::Error::Query(slate::query::Error::InvalidQuery { reason })) => {
+                    assert!(
+                        reason.contains(&format!("{bad:?}")),
+                        "[{}] {what}: {reason}",
+                        t.backend
+                    )
+                }
+                other => panic!(
+                    "[{}] {what} {bad:?}: expected InvalidQuery, got {other:?}",
+                    t.backend
+                ),
+            };
+            check(coll.find(doc! {}).project(["a", bad]).run().map(drop), "find");
+            check(
+                coll.search("v", &[0.0, 1.0]).k(1).project([bad]).run().map(drop),
+                "search",
+            );
+        }
+        let got = coll.find(doc! {}).project(["a.b"]).run().expect("a good path");
+        assert_eq!(got, [doc! { "_id": 1, "a": { "b": 1 } }], "[{}]", t.backend);
+    }
+}
+
+#[test]
 fn the_reference_sort_is_not_vacuous() {
     // Guards the reference itself: min/max array elements, cross-type order, _id ties.
     let mut docs = vec![
