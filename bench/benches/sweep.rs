@@ -26,7 +26,7 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
     let model = slate::query::CostModel::for_dim(config.dim);
     eprintln!(
         "calibration at {} x {}: row {:.1} ns; in rows: doc_check {:.2} (model {:.2}), doc_scan {:.2} \
-         (model {:.2}), candidate {:.2} (model {:.2}), mask_skip {:.4} (model {:.4})",
+         (model {:.2}), tagged_candidate {:.2} (model {:.2}), mask_skip {:.4} (model {:.4})",
         config.n,
         config.dim,
         cal.row_nanos,
@@ -34,8 +34,8 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
         model.doc_check,
         cal.doc_scan,
         model.doc_scan,
-        cal.candidate,
-        model.candidate,
+        cal.tagged_candidate,
+        model.tagged_candidate,
         cal.mask_skip,
         model.mask_skip
     );

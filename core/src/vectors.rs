@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bson::{Bson, Document};
-use slate_vector::VectorCache;
+use slate_vector::{RowTags, VectorCache};
 
 use crate::catalog::{collection_cf, CollectionConfig, VectorField};
 use crate::keys;
@@ -19,7 +19,8 @@ pub type VectorView = slate_vector::CacheView;
 /// Rows are keyed by the document key (`{partition}d:{id}`).
 #[derive(Debug, Clone)]
 pub(crate) enum VectorOp {
-    Upsert(Vec<u8>, Vec<f32>),
+    /// The document's key, its vector, and its index entries as row tags.
+    Upsert(Vec<u8>, Vec<f32>, RowTags),
     Delete(Vec<u8>),
 }
 
@@ -158,7 +159,7 @@ impl Database {
             for op in ops {
                 // Vectors were validated when staged; a failure here is a bug.
                 let result = match op {
-                    VectorOp::Upsert(key, v) => writer.upsert(key, v).map(|_| ()),
+                    VectorOp::Upsert(key, v, tags) => writer.upsert_tagged(key, v, tags.clone()),
                     VectorOp::Delete(key) => {
                         writer.delete(key);
                         Ok(())

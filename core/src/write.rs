@@ -18,6 +18,7 @@ use crate::store::{self, Direction};
 use crate::value::encode_id;
 use crate::vectors::{extract_vector, f32s_to_le, VectorOp};
 use crate::{Database, Error, Result};
+use slate_vector::RowTags;
 
 /// Largest stored document, as in MongoDB.
 pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
@@ -187,10 +188,21 @@ impl<'db> WriteTxn<'db> {
             match p.vectors.iter().find(|(f, _)| *f == vf.field) {
                 Some((_, v)) => {
                     self.txn.put(&cf, vk, f32s_to_le(v))?;
+                    // The row is tagged with the document's index entries
+                    // minus the id (`{part}i:{field}\0{value}`), so a
+                    // search finds a filter's rows without the index.
+                    let tags = RowTags {
+                        fields: config.indexes.clone(),
+                        tags: p
+                            .index_keys
+                            .iter()
+                            .map(|k| k[..k.len() - p.id_enc.len()].to_vec())
+                            .collect(),
+                    };
                     self.vector_ops.push((
                         config.name.clone(),
                         vf.field.clone(),
-                        VectorOp::Upsert(dk.clone(), v.clone()),
+                        VectorOp::Upsert(dk.clone(), v.clone(), tags),
                     ));
                 }
                 None => {

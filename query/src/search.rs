@@ -15,16 +15,17 @@
 //! documents returns (ties broken by document key); `Auto` picks the cheapest
 //! by the cost model in [`CostModel`].
 
+use std::ops::Bound;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bson::{Bson, Document};
-use slate_core::{CollectionRead, Part, RawDoc};
-use slate_vector::{CacheView, Hit, RowId, RowMask, RowPredicate};
+use slate_core::{CollectionRead, KeyRange, Part, RawDoc};
+use slate_vector::{CacheView, Hit, RowId, RowMask, RowPredicate, TagRange};
 
 use crate::exec::source_keys;
 use crate::filter::Filter;
-use crate::plan::{search_source, Source};
+use crate::plan::{search_source, MergeOp, Source};
 use crate::{Error, Result};
 
 /// How a filtered search runs.
@@ -121,6 +122,10 @@ pub struct SearchExplain {
     pub docs_checked: u64,
     /// Candidates pushed into a top-k heap.
     pub heap_pushes: u64,
+    /// Where gather and bitmap took their candidates from: `row tags` (the
+    /// cache's posting lists), `index` or `documents` (a pass over them);
+    /// empty for a scan.
+    pub candidates_from: &'static str,
 }
 
 impl std::fmt::Display for SearchExplain {
@@ -144,7 +149,11 @@ impl std::fmt::Display for SearchExplain {
             f,
             "  ran: rows_scanned={} docs_checked={} heap_pushes={}",
             self.rows_scanned, self.docs_checked, self.heap_pushes
-        )
+        )?;
+        if !self.candidates_from.is_empty() {
+            write!(f, " candidates_from={}", self.candidates_from)?;
+        }
+        Ok(())
     }
 }
 
@@ -168,6 +177,9 @@ pub struct CostModel {
     pub candidate: f64,
     /// One row skipped by a bitmap test.
     pub mask_skip: f64,
+    /// One candidate row taken from the cache's row tags instead of the
+    /// index (a posting-list entry and a visibility check).
+    pub tagged_candidate: f64,
 }
 
 impl CostModel {
@@ -180,6 +192,16 @@ impl CostModel {
             doc_scan: 0.87 * scale,
             candidate: 1.93 * scale,
             mask_skip: 0.010 * scale,
+            tagged_candidate: 0.12 * scale,
+        }
+    }
+
+    /// The model when candidates come from row tags: `candidate` costs
+    /// `tagged_candidate`.
+    pub fn tagged(self) -> Self {
+        Self {
+            candidate: self.tagged_candidate,
+            ..self
         }
     }
 
@@ -225,6 +247,86 @@ impl CostModel {
 /// Rows of the view that hold the documents with these keys.
 fn rows_of(view: &CacheView, keys: &[Vec<u8>]) -> Vec<RowId> {
     keys.iter().filter_map(|k| view.row_of(k)).collect()
+}
+
+/// Index entries counted to choose among indexes when row tags give the
+/// estimates.
+const TAGGED_COUNT_CAP: u64 = 64;
+
+/// The tag ranges that select what an index scan of `field` over
+/// `intervals` reads, in every partition.
+fn tag_ranges(parts: &[Part], field: &str, intervals: &[crate::Interval]) -> Vec<KeyRange> {
+    parts
+        .iter()
+        .flat_map(|part| {
+            intervals.iter().map(move |iv| {
+                let (lo, hi) = crate::plan::interval_range(iv);
+                slate_core::keys::index_value_range(part.as_bytes(), field, lo, hi)
+            })
+        })
+        .collect()
+}
+
+fn tag_bounds(ranges: &[KeyRange]) -> Vec<TagRange<'_>> {
+    ranges
+        .iter()
+        .map(|r| {
+            (
+                r.start.as_deref().map_or(Bound::Unbounded, Bound::Included),
+                r.end.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+            )
+        })
+        .collect()
+}
+
+/// How many rows an index source selects, from the row tags: the posting
+/// lists' lengths for one index, the rows themselves for a merge.
+fn tagged_estimate(view: &CacheView, parts: &[Part], source: &Source) -> Option<usize> {
+    match source {
+        Source::IndexScan { field, intervals, .. } => {
+            let ranges = tag_ranges(parts, field, intervals);
+            view.tagged_count(field, &tag_bounds(&ranges))
+        }
+        _ => tagged_rows(view, parts, source).map(|rows| rows.len()),
+    }
+}
+
+/// The rows an index source selects, ascending and distinct, from the
+/// cache's row tags (each row is tagged with its document's index entries
+/// minus the id, so the index's key ranges select tags too; a merge
+/// intersects or unites its inputs' rows); `None` for a scan or when some
+/// row lacks its tags for a field (then the index is read).
+fn tagged_rows(view: &CacheView, parts: &[Part], source: &Source) -> Option<Vec<RowId>> {
+    let (field, intervals) = match source {
+        Source::IndexScan { field, intervals, .. } => (field, intervals),
+        Source::IndexMerge { op, inputs, .. } => {
+            let mut sets = inputs.iter().map(|s| tagged_rows(view, parts, s));
+            let mut acc = sets.next()??;
+            for rows in sets {
+                let rows = rows?;
+                acc = match op {
+                    MergeOp::And => {
+                        let keep: std::collections::HashSet<RowId> = rows.into_iter().collect();
+                        acc.retain(|r| keep.contains(r));
+                        acc
+                    }
+                    MergeOp::Or => {
+                        acc.extend(rows);
+                        acc.sort_unstable();
+                        acc.dedup();
+                        acc
+                    }
+                };
+            }
+            return Some(acc);
+        }
+        Source::Scan { .. } => return None,
+    };
+    if !view.tags_cover(field) {
+        return None;
+    }
+    let ranges = tag_ranges(parts, field, intervals);
+    view.tagged_rows(field, &tag_bounds(&ranges))
 }
 
 fn in_parts(key: &[u8], parts: &[Part]) -> bool {
@@ -297,14 +399,32 @@ pub fn search(
         ..Default::default()
     };
 
-    let model = CostModel::for_dim(view.dim());
+    // With every index's entries on the rows as tags, candidates come from
+    // the tags (a fraction of an index read each), and so do the estimates:
+    // the index is counted only far enough to choose among indexes.
+    let indexes = &read.config().indexes;
+    let all_tagged = !indexes.is_empty() && indexes.iter().all(|f| view.tags_cover(f));
+    let model = if all_tagged {
+        CostModel::for_dim(view.dim()).tagged()
+    } else {
+        CostModel::for_dim(view.dim())
+    };
     // The ID tier: index candidates, when an index can narrow the filter,
     // counted only as far as they could beat a scan.
+    let cap = if all_tagged {
+        TAGGED_COUNT_CAP
+    } else {
+        model.count_cap(rows, spec.k)
+    };
     let source = match &spec.filter {
-        Some(filter) => search_source(read, parts, filter, model.count_cap(rows, spec.k))?,
+        Some(filter) => search_source(read, parts, filter, cap)?,
         None => None,
     };
-    let capped = matches!(source, Some(Source::IndexScan { capped: true, .. }));
+    let tag_estimate = source
+        .as_ref()
+        .filter(|s| all_tagged && s.uses_index())
+        .and_then(|s| tagged_estimate(&view, parts, s));
+    let capped = tag_estimate.is_none() && matches!(source, Some(Source::IndexScan { capped: true, .. }));
     let indexed = source.as_ref().is_some_and(Source::uses_index);
     // An index that answers the filter exactly: its keys are the matches, and
     // gather and bitmap need not read any document to check them.
@@ -321,6 +441,10 @@ pub fn search(
     };
     let selectivity = match (&spec.filter, &source) {
         (None, _) => 1.0,
+        (Some(_), Some(_)) if tag_estimate.is_some() => {
+            explain.estimated_by = "row tags";
+            (tag_estimate.unwrap_or_default() as f64 / rows.max(1) as f64).min(1.0)
+        }
         (Some(_), Some(s)) if s.uses_index() => {
             explain.estimated_by = if capped { "index, at least" } else { "index" };
             (s.estimate() as f64 / rows.max(1) as f64).min(1.0)
@@ -336,10 +460,13 @@ pub fn search(
     let n = rows as f64;
     let k = spec.k as f64;
     let m = explain.estimate as f64;
-    let cand = source
-        .as_ref()
-        .filter(|s| s.uses_index())
-        .map_or(n, |s| s.estimate() as f64);
+    let cand = match tag_estimate {
+        Some(c) => c as f64,
+        None => source
+            .as_ref()
+            .filter(|s| s.uses_index())
+            .map_or(n, |s| s.estimate() as f64),
+    };
     let s = selectivity.max(1.0 / n.max(1.0));
     let lazy_cost = |base_rows: f64, rel: f64| CostModel::lazy_checks(base_rows, rel, k) * model.doc_check;
     let scan_cost = if spec.filter.is_some() {
@@ -410,8 +537,19 @@ pub fn search(
             }
         }
         Strategy::Gather => {
-            let keys = candidate_keys(read, parts, source.as_ref(), &checker)?;
-            let cand_rows = rows_of(&view, &keys);
+            let tagged = source
+                .as_ref()
+                .filter(|s| s.uses_index())
+                .and_then(|s| tagged_rows(&view, parts, s));
+            explain.candidates_from = match (&tagged, indexed) {
+                (Some(_), _) => "row tags",
+                (None, true) => "index",
+                (None, false) => "documents",
+            };
+            let cand_rows = match tagged {
+                Some(rows) => rows,
+                None => rows_of(&view, &candidate_keys(read, parts, source.as_ref(), &checker)?),
+            };
             // Raw-tier candidates were checked while gathering, and an exact
             // index's are matches; otherwise a candidate is checked only when
             // its distance would enter the top k.
@@ -431,9 +569,18 @@ pub fn search(
                     reason: "the bitmap strategy needs a filter an index can narrow".into(),
                 });
             };
-            let keys = source_keys(read, parts, source)?;
+            let rows = match tagged_rows(&view, parts, source) {
+                Some(rows) => {
+                    explain.candidates_from = "row tags";
+                    rows
+                }
+                None => {
+                    explain.candidates_from = "index";
+                    rows_of(&view, &source_keys(read, parts, source)?)
+                }
+            };
             let mut mask = RowMask::new(view.row_count());
-            for row in rows_of(&view, &keys) {
+            for row in rows {
                 mask.set(row);
             }
             let check = |_: RowId, key: &[u8]| checker.accepts(key);

@@ -29,6 +29,7 @@ use crate::arena::{Arena, ArenaCursor, UNSET};
 use crate::error::{Error, Result};
 use crate::index::IdIndex;
 use crate::metric::Metric;
+use crate::tags::TagIndex;
 use crate::view::CacheView;
 use crate::writer::Writer;
 
@@ -93,6 +94,8 @@ pub(crate) struct Generation {
     pub(crate) config: CacheConfig,
     pub(crate) arena: Arc<Arena>,
     pub(crate) index: RwLock<IdIndex>,
+    /// Row tags' posting lists.
+    pub(crate) tags: RwLock<TagIndex>,
     /// Views below this version cannot be served (compacted away).
     pub(crate) oldest_version: u64,
     /// Published rows with `died != UNSET`.
@@ -369,7 +372,12 @@ impl VectorCache {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .memory_bytes();
-        generation.arena.memory_bytes() + index
+        let tags = generation
+            .tags
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .memory_bytes();
+        generation.arena.memory_bytes() + index + tags
     }
 
     /// Live rows (as of the last commit) × dim × 4: the payload.
@@ -421,6 +429,16 @@ impl VectorCache {
             }
         }
         generation.retired.store(retired, Ordering::Relaxed);
+        // Tags follow their rows to their new numbers.
+        let mut new_row = vec![u32::MAX; snap.rows()];
+        for (j, &r) in keep.iter().enumerate() {
+            new_row[r] = (start + j) as u32;
+        }
+        *generation.tags.write().unwrap_or_else(PoisonError::into_inner) = old
+            .tags
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remap(&new_row);
         cursor.publish();
 
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&generation);
@@ -444,6 +462,7 @@ fn new_generation(
         config: config.clone(),
         arena,
         index: RwLock::new(IdIndex::new()),
+        tags: RwLock::new(TagIndex::default()),
         oldest_version,
         retired: AtomicUsize::new(0),
         live,

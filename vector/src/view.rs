@@ -6,6 +6,7 @@ use crate::arena::ArenaSnapshot;
 use crate::cache::Generation;
 use crate::metric::Metric;
 use crate::row::RowId;
+use crate::tags::TagRange;
 
 /// The rows of a [`VectorCache`](crate::VectorCache) visible at one version.
 ///
@@ -114,6 +115,53 @@ impl CacheView {
             })
             .map(RowId);
         found
+    }
+
+    /// Whether every row carries its tags for `field`, so that
+    /// [`tagged_rows`](Self::tagged_rows) answers for it.
+    pub fn tags_cover(&self, field: &str) -> bool {
+        self.generation
+            .tags
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .covers(field)
+    }
+
+    /// About how many rows [`tagged_rows`](Self::tagged_rows) would return
+    /// (it counts retired rows and repeats too), without collecting them:
+    /// one step per tag in the ranges. `None` as for `tagged_rows`.
+    pub fn tagged_count(&self, field: &str, ranges: &[TagRange<'_>]) -> Option<usize> {
+        let tags = self
+            .generation
+            .tags
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        tags.covers(field).then(|| tags.count_in(ranges))
+    }
+
+    /// The visible rows carrying a tag in one of `ranges` (start and end
+    /// bounds on the tag bytes), ascending and distinct; `None` when some
+    /// row may lack its tags for `field` (written untagged, or before the
+    /// field was tagged), so that only the caller's index can answer.
+    pub fn tagged_rows(&self, field: &str, ranges: &[TagRange<'_>]) -> Option<Vec<RowId>> {
+        let mut rows = Vec::new();
+        {
+            let tags = self
+                .generation
+                .tags
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if !tags.covers(field) {
+                return None;
+            }
+            tags.rows_in(ranges, &mut rows);
+        }
+        rows.sort_unstable();
+        rows.dedup();
+        // Rows linked after this view's snapshot lie past its rows, and
+        // rows of later commits are not yet born at its version.
+        rows.retain(|&r| self.snap.visible(r as usize, self.version));
+        Some(rows.into_iter().map(RowId).collect())
     }
 
     /// The visible rows, ascending.

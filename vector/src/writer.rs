@@ -10,6 +10,7 @@ use crate::arena::UNSET;
 use crate::cache::{VectorCache, WritePermit, WriteState};
 use crate::error::{Error, Result};
 use crate::metric::check_vector;
+use crate::tags::RowTags;
 use crate::VectorError;
 
 /// What a transaction does to one id.
@@ -34,6 +35,8 @@ pub struct Writer<'c> {
     staged: HashMap<Box<[u8]>, Staged>,
     /// Staged rows superseded by a later delete of the same id.
     cancelled: Vec<u32>,
+    /// Tags of staged rows written with [`upsert_tagged`](Self::upsert_tagged).
+    tags: HashMap<u32, RowTags>,
     // Dropped after `Drop::drop` has rolled back.
     _permit: WritePermit<'c>,
 }
@@ -73,22 +76,45 @@ impl<'c> Writer<'c> {
             cache,
             staged: HashMap::new(),
             cancelled: Vec::new(),
+            tags: HashMap::new(),
             _permit: permit,
         }
     }
 
     /// Stages `vector` as `id`'s vector; at commit it replaces the id's live
     /// row, if any. A bad vector is refused and nothing is staged for it.
+    ///
+    /// The row carries no tags, so after its commit no field is covered by
+    /// this generation's tags (see [`upsert_tagged`](Self::upsert_tagged)).
     pub fn upsert(&mut self, id: &[u8], vector: &[f32]) -> Result<()> {
+        self.stage(id, vector, None)
+    }
+
+    /// [`upsert`](Self::upsert) with the row's tags, which
+    /// [`CacheView::tagged_rows`](crate::CacheView::tagged_rows) finds it by.
+    pub fn upsert_tagged(&mut self, id: &[u8], vector: &[f32], tags: RowTags) -> Result<()> {
+        self.stage(id, vector, Some(tags))
+    }
+
+    fn stage(&mut self, id: &[u8], vector: &[f32], tags: Option<RowTags>) -> Result<()> {
         check_vector(vector, self.cache.dim()).map_err(refuse(id))?;
         let mut state = self.cache.lock_write();
-        if let Some(&Staged::Row(row)) = self.staged.get(id) {
-            let written = state.cursor.overwrite(row, vector);
-            debug_assert!(written, "a staged row lies beyond the published rows");
-            return Ok(());
-        }
-        let row = state.cursor.append(id, vector)?;
-        self.staged.insert(id.into(), Staged::Row(row));
+        let row = match self.staged.get(id) {
+            Some(&Staged::Row(row)) => {
+                let written = state.cursor.overwrite(row, vector);
+                debug_assert!(written, "a staged row lies beyond the published rows");
+                row
+            }
+            _ => {
+                let row = state.cursor.append(id, vector)?;
+                self.staged.insert(id.into(), Staged::Row(row));
+                row
+            }
+        };
+        match tags {
+            Some(tags) => self.tags.insert(row, tags),
+            None => self.tags.remove(&row),
+        };
         Ok(())
     }
 
@@ -139,6 +165,7 @@ impl<'c> Writer<'c> {
         match self.staged.get(id).copied() {
             Some(Staged::Row(row)) => {
                 self.cancelled.push(row);
+                self.tags.remove(&row);
                 self.staged.insert(id.into(), Staged::Delete);
                 true
             }
@@ -206,12 +233,18 @@ impl<'c> Writer<'c> {
                 .index
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
+            let mut tags = state
+                .generation
+                .tags
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
             for &row in &rows {
                 state.cursor.set_born(row, version);
                 if let Some(id) = state.cursor.id(row) {
                     let hash = index.hash(id);
                     index.link(hash, row);
                 }
+                tags.link(row, self.tags.get(&row));
             }
         }
         state.generation.retired.fetch_add(retired, Ordering::Relaxed);

@@ -10,4 +10,5 @@ mod errors;
 mod memory;
 mod mvcc;
 mod parallel;
+mod tags;
 mod topk;
