@@ -5,7 +5,7 @@ use std::sync::{Arc, PoisonError};
 use crate::arena::ArenaSnapshot;
 use crate::cache::Generation;
 use crate::metric::Metric;
-use crate::row::RowId;
+use crate::row::{RowId, RowMask};
 use crate::tags::TagRange;
 
 /// The rows of a [`VectorCache`](crate::VectorCache) visible at one version.
@@ -140,7 +140,8 @@ impl CacheView {
     }
 
     /// The visible rows carrying a tag in one of `ranges` (start and end
-    /// bounds on the tag bytes), ascending and distinct; `None` when some
+    /// bounds on the tag bytes), distinct, in tag order (ascending within
+    /// a tag); `None` when some
     /// row may lack its tags for `field` (written untagged, or before the
     /// field was tagged), so that only the caller's index can answer.
     pub fn tagged_rows(&self, field: &str, ranges: &[TagRange<'_>]) -> Option<Vec<RowId>> {
@@ -156,11 +157,19 @@ impl CacheView {
             }
             tags.rows_in(ranges, &mut rows);
         }
-        rows.sort_unstable();
-        rows.dedup();
+        // A row under several tags (an array's values) is kept once: a
+        // bitset of the rows, cheaper than sorting them.
+        let mut seen = RowMask::new(self.snap.rows());
         // Rows linked after this view's snapshot lie past its rows, and
         // rows of later commits are not yet born at its version.
-        rows.retain(|&r| self.snap.visible(r as usize, self.version));
+        rows.retain(|&r| {
+            let row = RowId(r);
+            let keep = !seen.contains(row) && self.snap.visible(r as usize, self.version);
+            if keep {
+                seen.set(row);
+            }
+            keep
+        });
         Some(rows.into_iter().map(RowId).collect())
     }
 
