@@ -291,7 +291,7 @@ fn tagged_estimate(view: &CacheView, parts: &[Part], source: &Source) -> Option<
     }
 }
 
-/// The rows an index source selects, distinct, from the
+/// The rows an index source selects, ascending and distinct, from the
 /// cache's row tags (each row is tagged with its document's index entries
 /// minus the id, so the index's key ranges select tags too; a merge
 /// intersects or unites its inputs' rows); `None` for a scan or when some

@@ -140,8 +140,7 @@ impl CacheView {
     }
 
     /// The visible rows carrying a tag in one of `ranges` (start and end
-    /// bounds on the tag bytes), distinct, in tag order (ascending within
-    /// a tag); `None` when some
+    /// bounds on the tag bytes), ascending and distinct; `None` when some
     /// row may lack its tags for `field` (written untagged, or before the
     /// field was tagged), so that only the caller's index can answer.
     pub fn tagged_rows(&self, field: &str, ranges: &[TagRange<'_>]) -> Option<Vec<RowId>> {
@@ -157,20 +156,18 @@ impl CacheView {
             }
             tags.rows_in(ranges, &mut rows);
         }
-        // A row under several tags (an array's values) is kept once: a
-        // bitset of the rows, cheaper than sorting them.
+        // Distinct and ascending through a bitset of the rows (a row under
+        // several tags, an array's values, is kept once), cheaper than a
+        // sort; ascending rows make the gather's reads sequential. Rows
+        // linked after this view's snapshot lie past its rows, and rows of
+        // later commits are not yet born at its version.
         let mut seen = RowMask::new(self.snap.rows());
-        // Rows linked after this view's snapshot lie past its rows, and
-        // rows of later commits are not yet born at its version.
-        rows.retain(|&r| {
-            let row = RowId(r);
-            let keep = !seen.contains(row) && self.snap.visible(r as usize, self.version);
-            if keep {
-                seen.set(row);
+        for r in rows {
+            if self.snap.visible(r as usize, self.version) {
+                seen.set(RowId(r));
             }
-            keep
-        });
-        Some(rows.into_iter().map(RowId).collect())
+        }
+        Some(seen.iter().collect())
     }
 
     /// The visible rows, ascending.
