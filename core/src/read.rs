@@ -281,6 +281,12 @@ impl<'t> CollectionRead<'t> {
         Ok(out)
     }
 
+    /// Whether this read's store is on disk (RocksDB): see
+    /// [`Snapshot::on_disk`](crate::store::Snapshot::on_disk).
+    pub fn on_disk(&self) -> bool {
+        self.snap.on_disk()
+    }
+
     /// The collection's configuration in this snapshot.
     pub fn config(&self) -> &CollectionConfig {
         &self.config

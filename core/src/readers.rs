@@ -159,6 +159,10 @@ impl Snapshot for TrackedSnapshot<'_> {
     fn has_cf(&self, cf: &str) -> bool {
         self.inner.has_cf(cf)
     }
+
+    fn on_disk(&self) -> bool {
+        self.inner.on_disk()
+    }
 }
 
 #[cfg(test)]

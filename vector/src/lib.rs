@@ -54,6 +54,7 @@ mod writer;
 pub use cache::{CacheConfig, CompactionReport, VectorCache, MAX_DIM};
 pub use error::{Error, Result, VectorError};
 pub use metric::{check_vector, distance, Metric};
+pub use pool::effective as effective_threads;
 pub use row::{RowId, RowMask};
 pub use search::{Hit, RowPredicate, SearchStats};
 pub use tags::{RowTags, TagRange};

@@ -35,8 +35,9 @@ fn pool(threads: usize) -> Result<Arc<ThreadPool>> {
     Ok(pool)
 }
 
-/// How many threads a `threads` argument runs on (see the module docs).
-pub(crate) fn effective(threads: usize) -> usize {
+/// How many threads a search's `threads` argument runs its scans on: `0`
+/// the current rayon pool's size, `n` at most the machine's cores.
+pub fn effective(threads: usize) -> usize {
     if threads == 0 {
         rayon::current_num_threads()
     } else {

@@ -64,6 +64,13 @@ pub trait Snapshot: Send + Sync {
 
     /// Whether column family `cf` exists in this snapshot's store.
     fn has_cf(&self, cf: &str) -> bool;
+
+    /// Whether reads go to disk-backed storage (RocksDB), where a point read
+    /// costs several times a memory lookup: the vector planner prices
+    /// document reads by it.
+    fn on_disk(&self) -> bool {
+        false
+    }
 }
 
 /// One change in a [`Batch`].

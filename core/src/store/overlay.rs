@@ -215,6 +215,10 @@ impl Snapshot for WriteTxn<'_> {
     fn has_cf(&self, cf: &str) -> bool {
         self.base.has_cf(cf)
     }
+
+    fn on_disk(&self) -> bool {
+        self.base.on_disk()
+    }
 }
 
 type OwnIter<'t> = Box<dyn Iterator<Item = (&'t Vec<u8>, &'t Option<Vec<u8>>)> + Send + 't>;

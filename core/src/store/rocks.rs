@@ -353,4 +353,8 @@ impl Snapshot for RocksSnapshot<'_> {
     fn has_cf(&self, cf: &str) -> bool {
         self.store.db.cf_handle(cf).is_some()
     }
+
+    fn on_disk(&self) -> bool {
+        true
+    }
 }
