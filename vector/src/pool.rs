@@ -7,7 +7,7 @@
 //! pool per distinct size).
 
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rayon::prelude::*;
 use rayon::{ThreadPool, ThreadPoolBuilder};
@@ -16,8 +16,12 @@ use crate::error::{Error, Result};
 
 static POOLS: Mutex<Vec<Arc<ThreadPool>>> = Mutex::new(Vec::new());
 
+/// The machine's cores, asked once: `available_parallelism` reads the
+/// scheduler affinity and cgroup limits on every call, and the planner asks
+/// on every search.
 fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, NonZeroUsize::get)
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, NonZeroUsize::get))
 }
 
 fn pool(threads: usize) -> Result<Arc<ThreadPool>> {
