@@ -1,7 +1,7 @@
 //! The vector caches of a collection and the conversions between stored
 //! vector bytes, BSON values and f32 rows.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bson::{Bson, Document};
@@ -62,65 +62,26 @@ impl VectorSet {
         Self { caches, compacted }
     }
 
-    /// Builds the caches from the `v:` keys in `snap`, each row tagged with
-    /// its document's index entries (read from the indexes, one pass each),
-    /// as a write would have tagged it.
+    /// Builds the caches from the `v:` keys in `snap`.
     pub(crate) fn load(config: &CollectionConfig, snap: &dyn Snapshot) -> Result<Self> {
         let set = Self::new(config);
         let cf = collection_cf(&config.name);
-        let parts = partitions(config, snap)?;
-        if config.vectors.is_empty() {
-            return Ok(set);
-        }
-        // Document key → its index entries minus the id. An entry's value
-        // is the encoded id, so its tag is the key without that suffix.
-        let mut tags: HashMap<Vec<u8>, Vec<Vec<u8>>> = HashMap::new();
-        for part in &parts {
-            for field in &config.indexes {
-                let prefix = keys::index_prefix(part, field);
-                for entry in snap.prefix(&cf, &prefix, Direction::Forward)? {
-                    let (key, id) = entry?;
-                    let Some(tag) = key.len().checked_sub(id.len()).map(|n| key[..n].to_vec()) else {
-                        return Err(Error::Corrupt {
-                            what: format!(
-                                "index entry {} of collection {:?}",
-                                crate::KeyDisplay(&key),
-                                config.name
-                            ),
-                        });
-                    };
-                    tags.entry(keys::doc_key(part, &id)).or_default().push(tag);
-                }
-            }
-        }
         for vf in &config.vectors {
             let Some(cache) = set.caches.get(&vf.field) else {
                 continue;
             };
-            let mut items: Vec<(Vec<u8>, Vec<f32>, RowTags)> = Vec::new();
-            for part in &parts {
-                let prefix = keys::vector_prefix(part, &vf.field);
+            let mut items: Vec<(Vec<u8>, Vec<f32>)> = Vec::new();
+            for part in partitions(config, snap)? {
+                let prefix = keys::vector_prefix(&part, &vf.field);
                 for entry in snap.prefix(&cf, &prefix, Direction::Forward)? {
                     let (key, bytes) = entry?;
                     let id = &key[prefix.len()..];
-                    let doc = keys::doc_key(part, id);
-                    // Every document has an entry in every index (a missing
-                    // field as null); one without claims no field.
-                    let row_tags = match tags.get(&doc) {
-                        Some(t) => RowTags {
-                            fields: config.indexes.clone(),
-                            tags: t.clone(),
-                        },
-                        None => RowTags::default(),
-                    };
-                    items.push((doc, f32s_from_le(&bytes), row_tags));
+                    items.push((keys::doc_key(&part, id), f32s_from_le(&bytes)));
                 }
             }
-            cache
-                .load_tagged(items, snap.version())
-                .map_err(|e| Error::Corrupt {
-                    what: format!("vector field {:?} of collection {:?}: {e}", vf.field, config.name),
-                })?;
+            cache.load(items, snap.version()).map_err(|e| Error::Corrupt {
+                what: format!("vector field {:?} of collection {:?}: {e}", vf.field, config.name),
+            })?;
         }
         Ok(set)
     }

@@ -29,7 +29,7 @@ use crate::arena::{Arena, ArenaCursor, UNSET};
 use crate::error::{Error, Result};
 use crate::index::IdIndex;
 use crate::metric::Metric;
-use crate::tags::{RowTags, TagIndex};
+use crate::tags::TagIndex;
 use crate::view::CacheView;
 use crate::writer::Writer;
 
@@ -333,51 +333,20 @@ impl VectorCache {
         K: AsRef<[u8]> + Send + Sync,
         V: AsRef<[f32]> + Send + Sync,
     {
-        self.load_with(items.into_iter().map(|(k, v)| (k, v, None)), version)
-    }
-
-    /// [`load`](Self::load) with each row's tags, as
-    /// [`Writer::upsert_tagged`] would attach them.
-    pub fn load_tagged<I, K, V>(&self, items: I, version: u64) -> Result<usize>
-    where
-        I: IntoIterator<Item = (K, V, RowTags)>,
-        K: AsRef<[u8]> + Send + Sync,
-        V: AsRef<[f32]> + Send + Sync,
-    {
-        self.load_with(items.into_iter().map(|(k, v, t)| (k, v, Some(t))), version)
-    }
-
-    fn load_with<I, K, V>(&self, items: I, version: u64) -> Result<usize>
-    where
-        I: IntoIterator<Item = (K, V, Option<RowTags>)>,
-        K: AsRef<[u8]> + Send + Sync,
-        V: AsRef<[f32]> + Send + Sync,
-    {
         const BATCH: usize = 8192;
         let mut writer = self.writer();
         let mut batch = Vec::with_capacity(BATCH);
-        let mut tags: Vec<RowTags> = Vec::with_capacity(BATCH);
-        let mut tagged = true;
         let mut total = 0;
-        let mut flush = |batch: &mut Vec<(K, V)>, tags: &mut Vec<RowTags>, tagged: bool| -> Result<()> {
-            let t = tagged.then(|| std::mem::take(tags));
-            writer.upsert_batch(batch, t)?;
-            total += batch.len();
-            batch.clear();
-            tags.clear();
-            Ok(())
-        };
-        for (k, v, t) in items {
-            batch.push((k, v));
-            match t {
-                Some(t) => tags.push(t),
-                None => tagged = false,
-            }
+        for item in items {
+            batch.push(item);
             if batch.len() == BATCH {
-                flush(&mut batch, &mut tags, tagged)?;
+                writer.upsert_batch(&batch)?;
+                total += batch.len();
+                batch.clear();
             }
         }
-        flush(&mut batch, &mut tags, tagged)?;
+        writer.upsert_batch(&batch)?;
+        total += batch.len();
         writer.commit(version)?;
         Ok(total)
     }

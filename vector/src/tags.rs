@@ -11,8 +11,7 @@
 //! Tags belong to *fields* (the index names the caller passes). A field is
 //! *covered* when every row linked so far was written with its tags: only
 //! then can its posting lists stand in for the index. Rows written without
-//! tags ([`VectorCache::load`](crate::VectorCache::load),
-//! [`Writer::upsert`](crate::Writer::upsert)) or
+//! tags (bulk load at open, [`Writer::upsert`](crate::Writer::upsert)) or
 //! before an index existed leave the field uncovered for the generation.
 
 use std::collections::{BTreeMap, BTreeSet};

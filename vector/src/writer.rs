@@ -121,11 +121,7 @@ impl<'c> Writer<'c> {
     /// Stages a batch of upserts: validated and copied in parallel. Used by
     /// [`VectorCache::load`]; on error the batch may be partly staged, so
     /// the caller must roll back.
-    pub(crate) fn upsert_batch<K, V>(
-        &mut self,
-        batch: &[(K, V)],
-        mut tags: Option<Vec<RowTags>>,
-    ) -> Result<()>
+    pub(crate) fn upsert_batch<K, V>(&mut self, batch: &[(K, V)]) -> Result<()>
     where
         K: AsRef<[u8]> + Sync,
         V: AsRef<[f32]> + Sync,
@@ -145,23 +141,14 @@ impl<'c> Writer<'c> {
         let mut repeats = Vec::new();
         let first = state.cursor.next();
         for (j, (id, v)) in batch.iter().enumerate() {
-            let row = match self.staged.get(id.as_ref()) {
-                Some(&Staged::Row(row)) => {
-                    repeats.push((row, j));
-                    row
-                }
+            match self.staged.get(id.as_ref()) {
+                Some(&Staged::Row(row)) => repeats.push((row, j)),
                 _ => {
                     let row = (first + fresh.len()) as u32;
                     self.staged.insert(id.as_ref().into(), Staged::Row(row));
                     fresh.push((id.as_ref(), v.as_ref()));
-                    row
                 }
-            };
-            // A repeated id's later tags win, as its later vector does.
-            match tags.as_mut().and_then(|t| t.get_mut(j)) {
-                Some(t) => self.tags.insert(row, std::mem::take(t)),
-                None => self.tags.remove(&row),
-            };
+            }
         }
         let start = state.cursor.append_many(&fresh)?;
         debug_assert_eq!(start, first);

@@ -103,18 +103,3 @@ fn an_untagged_row_or_field_leaves_the_tags_unanswered() {
     loaded.load([(b"x".to_vec(), vec![0.0f32, 1.0])], 1).unwrap();
     assert_eq!(ids_in(&loaded.view(1).unwrap(), 0, 8), None);
 }
-
-#[test]
-fn a_tagged_load_answers_like_tagged_writes_and_a_repeated_id_keeps_its_last_tags() {
-    let cache = VectorCache::new(2, Metric::L2).unwrap();
-    let items = vec![
-        (b"a".to_vec(), vec![0.0f32, 0.0], tags(&[1])),
-        (b"b".to_vec(), vec![1.0, 0.0], tags(&[2, 5])),
-        (b"a".to_vec(), vec![0.0, 1.0], tags(&[3])),
-    ];
-    assert_eq!(cache.load_tagged(items, 1).unwrap(), 3);
-    let view = cache.view(1).unwrap();
-    assert_eq!(ids_in(&view, 1, 2), Some(vec![]), "a's first tags were replaced");
-    assert_eq!(ids_in(&view, 3, 4), Some(vec![b"a".to_vec()]));
-    assert_eq!(ids_in(&view, 2, 6), Some(vec![b"a".to_vec(), b"b".to_vec()]));
-}
