@@ -43,13 +43,13 @@ impl TagIndex {
     /// Links `row` (above every row linked before) with its tags; `None`
     /// for a row written without tags.
     pub(crate) fn link(&mut self, row: u32, tags: Option<&RowTags>) {
-        let fields: BTreeSet<String> = tags
-            .map(|t| t.fields.iter().cloned().collect())
-            .unwrap_or_default();
-        self.covered = Some(match self.covered.take() {
-            None => fields,
-            Some(c) => c.intersection(&fields).cloned().collect(),
-        });
+        let fields = tags.map_or(&[][..], |t| &t.fields);
+        match &mut self.covered {
+            None => self.covered = Some(fields.iter().cloned().collect()),
+            // Nearly every row covers the same fields: nothing is allocated
+            // per row, and only a row missing a field changes the coverage.
+            Some(c) => c.retain(|f| fields.contains(f)),
+        }
         for tag in tags.map_or(&[][..], |t| &t.tags) {
             let rows = match self.postings.get_mut(tag.as_slice()) {
                 Some(rows) => rows,
