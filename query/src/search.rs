@@ -299,14 +299,15 @@ fn tag_bounds(ranges: &[KeyRange]) -> Vec<TagRange<'_>> {
 }
 
 /// How many rows an index source selects, from the row tags: the posting
-/// lists' lengths for one index, the rows themselves for a merge.
-fn tagged_estimate(view: &CacheView, parts: &[Part], source: &Source) -> Option<usize> {
+/// lists' lengths for one index; for a merge, its rows themselves, which
+/// are returned too, for the strategy to use rather than merge again.
+fn tagged_estimate(view: &CacheView, parts: &[Part], source: &Source) -> Option<(usize, Option<Vec<RowId>>)> {
     match source {
         Source::IndexScan { field, intervals, .. } => {
             let ranges = tag_ranges(parts, field, intervals);
-            view.tagged_count(field, &tag_bounds(&ranges))
+            Some((view.tagged_count(field, &tag_bounds(&ranges))?, None))
         }
-        _ => tagged_rows(view, parts, source).map(|rows| rows.len()),
+        _ => tagged_rows(view, parts, source).map(|rows| (rows.len(), Some(rows))),
     }
 }
 
@@ -324,9 +325,9 @@ fn tagged_rows(view: &CacheView, parts: &[Part], source: &Source) -> Option<Vec<
             for rows in sets {
                 let rows = rows?;
                 acc = match op {
+                    // Both lists are ascending and distinct.
                     MergeOp::And => {
-                        let keep: std::collections::HashSet<RowId> = rows.into_iter().collect();
-                        acc.retain(|r| keep.contains(r));
+                        acc.retain(|r| rows.binary_search(r).is_ok());
                         acc
                     }
                     MergeOp::Or => {
@@ -341,11 +342,30 @@ fn tagged_rows(view: &CacheView, parts: &[Part], source: &Source) -> Option<Vec<
         }
         Source::Scan { .. } => return None,
     };
-    if !view.tags_cover(field) {
-        return None;
-    }
     let ranges = tag_ranges(parts, field, intervals);
     view.tagged_rows(field, &tag_bounds(&ranges))
+}
+
+/// The candidate rows of gather and bitmap, and where they came from: the
+/// row tags (`tagged`, when the estimate already merged them, or read now),
+/// else the index, else (no index) a pass over the documents.
+fn candidate_rows(
+    view: &CacheView,
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    source: Option<&Source>,
+    tagged: Option<Vec<RowId>>,
+    checker: &Checker<'_, '_>,
+) -> Result<(Vec<RowId>, &'static str)> {
+    let index = source.filter(|s| s.uses_index());
+    if let Some(rows) = tagged.or_else(|| index.and_then(|s| tagged_rows(view, parts, s))) {
+        return Ok((rows, "row tags"));
+    }
+    let keys = candidate_keys(read, parts, source, checker)?;
+    Ok((
+        rows_of(view, &keys),
+        if index.is_some() { "index" } else { "documents" },
+    ))
 }
 
 fn in_parts(key: &[u8], parts: &[Part]) -> bool {
@@ -441,10 +461,11 @@ pub fn search(
         Some(filter) => search_source(read, parts, filter, cap)?,
         None => None,
     };
-    let tag_estimate = source
+    let (tag_estimate, mut merged_rows) = source
         .as_ref()
         .filter(|s| all_tagged && s.uses_index())
-        .and_then(|s| tagged_estimate(&view, parts, s));
+        .and_then(|s| tagged_estimate(&view, parts, s))
+        .map_or((None, None), |(count, rows)| (Some(count), rows));
     let capped = tag_estimate.is_none() && matches!(source, Some(Source::IndexScan { capped: true, .. }));
     let indexed = source.as_ref().is_some_and(Source::uses_index);
     // An index that answers the filter exactly: its keys are the matches, and
@@ -560,19 +581,9 @@ pub fn search(
             }
         }
         Strategy::Gather => {
-            let tagged = source
-                .as_ref()
-                .filter(|s| s.uses_index())
-                .and_then(|s| tagged_rows(&view, parts, s));
-            explain.candidates_from = match (&tagged, indexed) {
-                (Some(_), _) => "row tags",
-                (None, true) => "index",
-                (None, false) => "documents",
-            };
-            let cand_rows = match tagged {
-                Some(rows) => rows,
-                None => rows_of(&view, &candidate_keys(read, parts, source.as_ref(), &checker)?),
-            };
+            let (cand_rows, from) =
+                candidate_rows(&view, read, parts, source.as_ref(), merged_rows.take(), &checker)?;
+            explain.candidates_from = from;
             // Raw-tier candidates were checked while gathering, and an exact
             // index's are matches; otherwise a candidate is checked only when
             // its distance would enter the top k.
@@ -592,16 +603,9 @@ pub fn search(
                     reason: "the bitmap strategy needs a filter an index can narrow".into(),
                 });
             };
-            let rows = match tagged_rows(&view, parts, source) {
-                Some(rows) => {
-                    explain.candidates_from = "row tags";
-                    rows
-                }
-                None => {
-                    explain.candidates_from = "index";
-                    rows_of(&view, &source_keys(read, parts, source)?)
-                }
-            };
+            let (rows, from) =
+                candidate_rows(&view, read, parts, Some(source), merged_rows.take(), &checker)?;
+            explain.candidates_from = from;
             let mut mask = RowMask::new(view.row_count());
             for row in rows {
                 mask.set(row);
