@@ -96,34 +96,25 @@ impl Collection {
     }
 
     /// On a handle scoped to partitions: a document without the partition key
-    /// gets the handle's (single) partition; one naming another partition is
-    /// refused.
+    /// gets the handle's partition when it names one (and the key is
+    /// top-level), and is refused otherwise. Whether a key the document has
+    /// lies in the handle's partitions is checked where it is inserted
+    /// (`WriteTxn::insert_within`, comparing partitions as keys compare).
     fn scoped(&self, mut doc: Document, key: Option<&str>) -> Result<Document> {
         let (Some(values), Some(key)) = (&self.partitions, key) else {
             return Ok(doc);
         };
-        // Partitions compare as their keys do (1, 1i64 and 1.0 are one
-        // partition), and a dotted key is looked up through subdocuments.
-        let same =
-            |v: &Bson| Part::of(v).is_ok_and(|p| values.iter().any(|w| Part::of(w).is_ok_and(|q| q == p)));
-        let found = key
-            .split('.')
-            .try_fold(None::<&Bson>, |at, name| match at {
-                None => doc.get(name).map(Some).ok_or(()),
-                Some(Bson::Document(d)) => d.get(name).map(Some).ok_or(()),
-                Some(_) => Err(()),
-            })
-            .ok()
-            .flatten();
-        match found {
-            None if values.len() == 1 && !key.contains('.') => {
-                doc.insert(key, values[0].clone());
+        if slate_core::get_path(&doc, key).is_some() {
+            return Ok(doc);
+        }
+        match values.as_slice() {
+            [value] if !key.contains('.') => {
+                doc.insert(key, value.clone());
                 Ok(doc)
             }
-            Some(v) if same(v) => Ok(doc),
-            other => Err(slate_core::Error::InvalidPartition {
+            _ => Err(slate_core::Error::InvalidPartition {
                 reason: format!(
-                    "this handle of {:?} addresses partitions {values:?}; the document's {key:?} is {other:?}",
+                    "this handle of {:?} addresses partitions {values:?}; the document has no {key:?}",
                     self.name
                 ),
             }
@@ -138,14 +129,18 @@ impl Collection {
     }
 
     /// Inserts documents in one commit; if any fails (a duplicate `_id`, a bad
-    /// vector), none is written.
+    /// vector, a document outside the handle's partitions), none is written.
     pub fn insert_many(&self, docs: impl IntoIterator<Item = Document>) -> Result<Vec<Bson>> {
-        let key = self.scoped_key()?;
-        self.db.transaction(|t| {
+        let Some(key) = self.scoped_key()? else {
+            return self
+                .db
+                .transaction(|t| docs.into_iter().map(|d| t.insert(&self.name, d)).collect());
+        };
+        self.write(|t, parts| {
             docs.into_iter()
                 .map(|d| {
-                    let d = self.scoped(d, key.as_deref())?;
-                    t.insert(&self.name, d)
+                    let d = self.scoped(d, Some(&key))?;
+                    Ok(t.inner().insert_within(&self.name, Some(parts), d)?)
                 })
                 .collect()
         })

@@ -514,8 +514,9 @@ pub(crate) fn show(v: &Bson) -> String {
     v.clone().into_relaxed_extjson().to_string()
 }
 
-/// The value at dot path `path` in `doc`, through nested documents only.
-pub(crate) fn get_path<'d>(doc: &'d Document, path: &str) -> Option<&'d Bson> {
+/// The value at dot path `path` in `doc`, through nested documents only
+/// (how a partition key is read).
+pub fn get_path<'d>(doc: &'d Document, path: &str) -> Option<&'d Bson> {
     let mut parts = path.split('.');
     let mut cur = doc.get(parts.next()?)?;
     for p in parts {
