@@ -388,7 +388,7 @@ impl ArenaSnapshot {
             return false;
         };
         let i = row % self.chunk_rows;
-        chunk.born[i].load(Ordering::Relaxed) <= version && version < chunk.died[i].load(Ordering::Relaxed)
+        visible_at(&chunk.born[i], &chunk.died[i], version)
     }
 }
 
@@ -436,6 +436,12 @@ impl<'a> Segment<'a> {
     /// version) gives the same answer for the view's version.
     #[inline]
     pub(crate) fn visible(&self, i: usize, version: u64) -> bool {
-        self.born(i) <= version && version < self.died(i)
+        visible_at(&self.born[i], &self.died[i], version)
     }
+}
+
+/// The MVCC rule: a row is visible at `version` iff `born <= version < died`.
+#[inline]
+fn visible_at(born: &AtomicU64, died: &AtomicU64, version: u64) -> bool {
+    born.load(Ordering::Relaxed) <= version && version < died.load(Ordering::Relaxed)
 }

@@ -6,9 +6,9 @@
 //! (they stay in L1) and compared with the queries [`QB`] at a time by the
 //! register-blocked kernel of [`crate::blocked`].
 //!
-//! The blocked sums only rule rows out: a row whose lower bound
-//! ([`Approx::lower`]) lies above the query's current k-th best distance
-//! cannot enter. Every other row is scored by the same simsimd kernel as
+//! The blocked sums only rule rows out: a row whose lower bound (see
+//! [`Approx`]) lies above the query's current k-th best distance cannot
+//! enter. Every other row is scored by the same simsimd kernel as
 //! [`CacheView::search`] and offered to the heap, so the results are
 //! identical to one search per query. Past the first k rows of each query,
 //! few rows come near the k-th best, so most pairs cost only their share of
@@ -162,8 +162,8 @@ impl CacheView {
         let approx = &queries.approx;
         let n = queries.vectors.len();
         let mut dots = [[0f32; RB]; QB];
-        let groups: Vec<&[usize]> = visible.chunks(RB).collect();
-        for (g, rows) in groups.iter().enumerate() {
+        let mut groups = visible.chunks(RB).peekable();
+        while let Some(rows) = groups.next() {
             // A short group repeats its last row (or query); the bits of
             // the repeats are cleared from `kept`.
             let vectors = |rows: &[usize]| -> [&[f32]; RB] {
@@ -171,7 +171,7 @@ impl CacheView {
                 std::array::from_fn(|j| seg.vector(rows[j.min(last)]))
             };
             let xs = vectors(rows);
-            let next = groups.get(g + 1).map(|next| vectors(next));
+            let next = groups.peek().map(|next| vectors(next));
             let calls = n.div_ceil(QB);
             let row_cuts = queries
                 .kernel

@@ -111,19 +111,7 @@ impl Kernel {
             }
         }
     }
-}
 
-/// The cut of one kernel call: [`Approx`] and its query and row parts.
-#[derive(Debug)]
-pub(crate) struct Cut<'a> {
-    pub(crate) approx: &'a Approx,
-    /// `approx.query_cut(..)` of each query.
-    pub(crate) queries: [f32; QB],
-    /// `approx.row_cut(..)` of each row.
-    pub(crate) rows: [f32; RB],
-}
-
-impl Kernel {
     /// `‖v‖²` of each of `rows` over the first `dim` components.
     ///
     /// # Panics
@@ -140,6 +128,16 @@ impl Kernel {
             Kernel::Avx512 => unsafe { avx512_norms(rows, dim) },
         }
     }
+}
+
+/// The cut of one kernel call: [`Approx`] and its query and row parts.
+#[derive(Debug)]
+pub(crate) struct Cut<'a> {
+    pub(crate) approx: &'a Approx,
+    /// `approx.query_cut(..)` of each query.
+    pub(crate) queries: [f32; QB],
+    /// `approx.row_cut(..)` of each row.
+    pub(crate) rows: [f32; RB],
 }
 
 fn portable(queries: &[&[f32]; QB], rows: &[&[f32]; RB], dim: usize, out: &mut [[f32; RB]; QB]) {
@@ -185,7 +183,7 @@ unsafe fn avx512(
     let [x0, x1, x2, x3] = rows.map(<[f32]>::as_ptr);
     // acc[4i + j] sums queries[i] · rows[j].
     let mut acc = [_mm512_setzero_ps(); 16];
-    let mut step = |mask: __mmask16, off: usize| {
+    let step = |mask: __mmask16, off: usize| {
         // SAFETY: the caller guarantees `dim` floats in every slice; `step`
         // is called with `off + 16 <= dim`, or with a mask covering only
         // lanes below `dim - off` (masked-off lanes are not read).
@@ -198,15 +196,7 @@ unsafe fn avx512(
             }
         }
     };
-    let full = dim / 16 * 16;
-    let mut off = 0;
-    while off < full {
-        step(ALL, off);
-        off += 16;
-    }
-    if full < dim {
-        step((1u16 << (dim - full)) - 1, full);
-    }
+    for_each_step(dim, step);
     let sums = sum16(acc);
     // SAFETY: `out` is 16 contiguous f32 (`[[f32; 4]; 4]`), in the order of `acc`.
     unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().cast::<f32>(), ALL, sums) };
@@ -216,6 +206,23 @@ unsafe fn avx512(
     let bounds = unsafe { _mm512_maskz_loadu_ps(ALL, bounds.as_ptr()) };
     // Kept unless `sum < bound`; NaN compares unordered, so it is kept.
     _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(sums, bounds)
+}
+
+/// Calls `step(mask, off)` for each 16 components of `dim`: `off + 16 <=
+/// dim` with every lane on, then at most one tail whose mask covers only
+/// the lanes below `dim - off`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn for_each_step(dim: usize, mut step: impl FnMut(std::arch::x86_64::__mmask16, usize)) {
+    let full = dim / 16 * 16;
+    let mut off = 0;
+    while off < full {
+        step(!0, off);
+        off += 16;
+    }
+    if full < dim {
+        step((1u16 << (dim - full)) - 1, full);
+    }
 }
 
 /// Lane `v` of the result is the sum of the 16 lanes of `acc[v]`: a
@@ -264,22 +271,14 @@ unsafe fn avx512_norms(rows: &[&[f32]; RB], dim: usize) -> [f32; RB] {
 
     let ptrs = rows.map(<[f32]>::as_ptr);
     let mut acc = [_mm512_setzero_ps(); RB];
-    let mut step = |mask: __mmask16, off: usize| {
+    let step = |mask: __mmask16, off: usize| {
         for (acc, p) in acc.iter_mut().zip(ptrs) {
             // SAFETY: as in `avx512`.
             let x = unsafe { _mm512_maskz_loadu_ps(mask, p.wrapping_add(off)) };
             *acc = _mm512_fmadd_ps(x, x, *acc);
         }
     };
-    let full = dim / 16 * 16;
-    let mut off = 0;
-    while off < full {
-        step(!0, off);
-        off += 16;
-    }
-    if full < dim {
-        step((1u16 << (dim - full)) - 1, full);
-    }
+    for_each_step(dim, step);
     acc.map(|a| _mm512_reduce_add_ps(a))
 }
 
