@@ -317,7 +317,11 @@ impl<'t> CollectionRead<'t> {
 
     /// The document with encoded id `id` in partition `part`.
     pub fn get(&self, part: &Part, id: &[u8]) -> Result<Option<RawDoc<'_>>> {
-        let key = keys::doc_key(&part.0, id);
+        self.get_doc_key(keys::doc_key(&part.0, id))
+    }
+
+    /// The document under document key `key`.
+    fn get_doc_key(&self, key: Vec<u8>) -> Result<Option<RawDoc<'_>>> {
         Ok(self.snap.get(&self.cf, &key)?.map(|bytes| RawDoc {
             key: Cow::Owned(key),
             bytes,
@@ -332,10 +336,7 @@ impl<'t> CollectionRead<'t> {
             collection: self.config.name.clone(),
             reason: e.to_string(),
         })?;
-        Ok(self.snap.get(&self.cf, &key)?.map(|bytes| RawDoc {
-            key: Cow::Owned(key),
-            bytes,
-        }))
+        self.get_doc_key(key)
     }
 
     /// Documents by key (as found in [`RawDoc::key`] or an index entry), in the
