@@ -183,26 +183,27 @@ impl<'db> WriteTxn<'db> {
                 self.txn.put(&cf, mk, Vec::new())?;
             }
         }
+        // Each vector row is tagged with the document's index entries minus
+        // the id (`{part}i:{field}\0{value}`), so a search finds a filter's
+        // rows without the index; built once, for every vector field.
+        let mut tags: Option<RowTags> = None;
         for vf in &config.vectors {
             let vk = keys::vector_key(&p.part, &vf.field, &p.id_enc);
             match p.vectors.iter().find(|(f, _)| *f == vf.field) {
                 Some((_, v)) => {
                     self.txn.put(&cf, vk, f32s_to_le(v))?;
-                    // The row is tagged with the document's index entries
-                    // minus the id (`{part}i:{field}\0{value}`), so a
-                    // search finds a filter's rows without the index.
-                    let tags = RowTags {
+                    let tags = tags.get_or_insert_with(|| RowTags {
                         fields: config.indexes.clone(),
                         tags: p
                             .index_keys
                             .iter()
                             .map(|k| k[..k.len() - p.id_enc.len()].to_vec())
                             .collect(),
-                    };
+                    });
                     self.vector_ops.push((
                         config.name.clone(),
                         vf.field.clone(),
-                        VectorOp::Upsert(dk.clone(), v.clone(), tags),
+                        VectorOp::Upsert(dk.clone(), v.clone(), tags.clone()),
                     ));
                 }
                 None => {
