@@ -8,6 +8,11 @@
 //! `documents/{N}/{query}/{slate-memory|slate-rocks|sqlite}`. At setup every query
 //! is run once on each backend and the row counts asserted equal, so the three
 //! backends always do the same work.
+//!
+//! The `slate-*` rows return `bson::Document`s. The `slate-*-typed` rows run
+//! the same query with `run_as` into a struct of the same fields SQLite's rows
+//! are read into (`TypedRow`, or `NameStatus` for the projection), so that
+//! pair compares like with like: each field decoded into an owned Rust value.
 
 // Like every Slate binary: glibc malloc slows the per-document buffers (README, "Allocator").
 #[global_allocator]
@@ -255,6 +260,41 @@ fn sql_lookups(conn: &Connection, ids: &[i64]) -> usize {
 
 // ------------------------------------------------------------------ Slate side
 
+/// One Slate document read into Rust values: the fields of SQLite's [`Row`].
+#[derive(Debug, serde::Deserialize)]
+#[allow(dead_code)]
+struct TypedRow {
+    #[serde(rename = "_id")]
+    id: i64,
+    name: String,
+    status: String,
+    contacts_count: i64,
+    #[serde(rename = "product_recommendation1")]
+    rec1: String,
+    #[serde(rename = "product_recommendation2")]
+    rec2: String,
+    #[serde(rename = "product_recommendation3")]
+    rec3: String,
+    last_contacted_at: Option<DateTime>,
+    notes: Option<String>,
+}
+
+/// The projection's row, as SQLite's `(id, name, status)`.
+#[derive(Debug, serde::Deserialize)]
+#[allow(dead_code)]
+struct NameStatus {
+    #[serde(rename = "_id")]
+    id: i64,
+    name: String,
+    status: String,
+}
+
+fn slate_typed<T: serde::de::DeserializeOwned>(find: slate::Find<'_>) -> usize {
+    let rows: Vec<T> = find.run_as().expect("typed find");
+    black_box(&rows);
+    rows.len()
+}
+
 fn slate_rows(find: slate::Find<'_>) -> usize {
     let docs = find.run().expect("find");
     black_box(&docs);
@@ -289,6 +329,8 @@ type SqlFn = Box<dyn Fn(&Connection) -> usize>;
 struct Query {
     name: &'static str,
     slate: SlateFn,
+    /// The same query decoded into a struct (finds only).
+    typed: Option<SlateFn>,
     sql: SqlFn,
 }
 
@@ -301,6 +343,7 @@ fn find_query(
     Query {
         name,
         slate: Box::new(move |c| slate_rows(build(c))),
+        typed: Some(Box::new(move |c| slate_typed::<TypedRow>(build(c)))),
         sql: Box::new(move |conn| sql_rows(conn, &sql)),
     }
 }
@@ -380,16 +423,21 @@ fn queries(lookup_ids: Vec<i64>) -> Vec<Query> {
         Query {
             name: "point_lookups_1000",
             slate: Box::new(move |c| slate_lookups(c, &bson_ids)),
+            typed: None,
             sql: Box::new(move |conn| sql_lookups(conn, &lookup_ids)),
         },
         Query {
             name: "point_lookups_1000_batch",
             slate: Box::new(move |c| slate_lookups_batch(c, &batch_ids)),
+            typed: None,
             sql: Box::new(move |conn| sql_lookups_batch(conn, &batch_sql_ids)),
         },
         Query {
             name: "projection_name_status",
             slate: Box::new(|c| slate_rows(c.find(doc! {}).project(["name", "status"]))),
+            typed: Some(Box::new(|c| {
+                slate_typed::<NameStatus>(c.find(doc! {}).project(["name", "status"]))
+            })),
             sql: Box::new(sql_projection),
         },
     ]
@@ -485,6 +533,20 @@ fn bench_documents(c: &mut Criterion) {
                 q.name
             );
             assert!(expected > 0, "{}: query returns no rows", q.name);
+            if let Some(typed) = &q.typed {
+                assert_eq!(
+                    typed(&fx.memory),
+                    expected,
+                    "{}: slate-memory-typed (n={n})",
+                    q.name
+                );
+                assert_eq!(
+                    typed(&fx.rocks),
+                    expected,
+                    "{}: slate-rocks-typed (n={n})",
+                    q.name
+                );
+            }
 
             group.bench_function(format!("{}/slate-memory", q.name), |b| {
                 b.iter(|| (q.slate)(&fx.memory))
@@ -492,6 +554,14 @@ fn bench_documents(c: &mut Criterion) {
             group.bench_function(format!("{}/slate-rocks", q.name), |b| {
                 b.iter(|| (q.slate)(&fx.rocks))
             });
+            if let Some(typed) = &q.typed {
+                group.bench_function(format!("{}/slate-memory-typed", q.name), |b| {
+                    b.iter(|| typed(&fx.memory))
+                });
+                group.bench_function(format!("{}/slate-rocks-typed", q.name), |b| {
+                    b.iter(|| typed(&fx.rocks))
+                });
+            }
             group.bench_function(format!("{}/sqlite", q.name), |b| b.iter(|| (q.sql)(&fx.sqlite)));
         }
 

@@ -1,7 +1,10 @@
 //! `Find`: the query builder.
 
-use bson::Document;
-use slate_query::{plan_find, Cursor, FindSpec, Plan, SortField};
+use bson::{Document, RawDocumentBuf};
+use serde::de::DeserializeOwned;
+use slate_core::value::Materializer;
+use slate_core::{CollectionRead, RawDoc};
+use slate_query::{plan_find, Cursor, Decode, FindSpec, Plan, SortField};
 
 use crate::{Collection, Result};
 
@@ -84,17 +87,50 @@ impl<'c> Find<'c> {
     /// Runs the query lazily: documents are read, filtered and materialised
     /// batch by batch as the iterator advances, all from one snapshot.
     pub fn iter(self) -> Result<Cursor<'c>> {
-        let spec = self.spec(false)?;
-        let txn = self.coll.db.inner.read();
-        let read = txn.collection(&self.coll.name)?;
-        let parts = self.coll.parts(&read)?;
-        let plan = plan_find(&read, &parts, &spec)?;
-        Ok(Cursor::new(read, plan, parts)?)
+        self.cursor(slate_query::decode_document)
     }
 
     /// Runs the query and collects the documents.
     pub fn run(self) -> Result<Vec<Document>> {
         Ok(self.iter()?.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Like [`iter`](Self::iter), but each result is the document's BSON
+    /// bytes: without a projection, a copy of the stored bytes (no field is
+    /// parsed or allocated), the cheapest way to hand documents on.
+    pub fn iter_raw(self) -> Result<Cursor<'c, RawDocumentBuf>> {
+        self.cursor(slate_query::decode_raw)
+    }
+
+    /// Runs the query and collects the documents' bytes.
+    pub fn run_raw(self) -> Result<Vec<RawDocumentBuf>> {
+        Ok(self.iter_raw()?.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Like [`iter`](Self::iter), but each document is deserialized into `T`
+    /// straight from its stored bytes, with no `bson::Document` in between.
+    /// Fields `T` does not name are skipped, so a struct of three fields reads
+    /// like a projection of them. With [`project`](Self::project), `T` is read
+    /// from the projected document.
+    ///
+    /// A document that does not fit `T` fails that item with
+    /// [`slate_query::Error::Decode`], naming its `_id`.
+    pub fn iter_as<T: DeserializeOwned>(self) -> Result<Cursor<'c, T>> {
+        self.cursor(decode_typed::<T>)
+    }
+
+    /// Runs the query and collects the documents as `T`s.
+    pub fn run_as<T: DeserializeOwned>(self) -> Result<Vec<T>> {
+        Ok(self.iter_as()?.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    fn cursor<T>(self, decode: Decode<T>) -> Result<Cursor<'c, T>> {
+        let spec = self.spec(false)?;
+        let txn = self.coll.db.inner.read();
+        let read = txn.collection(&self.coll.name)?;
+        let parts = self.coll.parts(&read)?;
+        let plan = plan_find(&read, &parts, &spec)?;
+        Ok(Cursor::with_decode(read, plan, parts, decode)?)
     }
 
     /// Counts the matches (after skip and limit) without materialising them.
@@ -120,4 +156,33 @@ impl<'c> Find<'c> {
         let parts = self.coll.parts(&read)?;
         Ok(plan_find(&read, &parts, &spec)?)
     }
+}
+
+/// The [`Decode`] of [`Find::iter_as`].
+fn decode_typed<T: DeserializeOwned>(
+    read: &CollectionRead<'_>,
+    mat: &mut Materializer,
+    doc: &RawDoc<'_>,
+    projection: Option<&[String]>,
+) -> slate_query::Result<T> {
+    let decoded = match projection {
+        None => bson::from_slice::<T>(&doc.bytes),
+        Some(_) => bson::from_slice::<T>(read.raw_with(mat, doc, projection)?.as_bytes()),
+    };
+    decoded.map_err(|e| {
+        let id = doc
+            .raw()
+            .ok()
+            .and_then(|raw| raw.get("_id").ok().flatten())
+            .and_then(|id| bson::Bson::try_from(id).ok())
+            .map_or_else(
+                || slate_core::KeyDisplay(&doc.key).to_string(),
+                |id| id.into_relaxed_extjson().to_string(),
+            );
+        slate_query::Error::Decode {
+            id,
+            type_name: std::any::type_name::<T>(),
+            reason: e.to_string(),
+        }
+    })
 }

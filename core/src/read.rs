@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
-use bson::{Bson, Document, RawDocument};
+use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::keys;
@@ -249,8 +249,7 @@ impl<'t> CollectionRead<'t> {
         let Some(fields) = projection else {
             return m.document(raw).map_err(corrupt);
         };
-        let top_level = |f: &String| !f.contains('.') && self.config.vector_field(f).is_none();
-        if fields.iter().all(top_level) {
+        if self.all_top_level(fields) {
             return project_top_level(m, raw, fields);
         }
         let mut out = Document::new();
@@ -450,6 +449,41 @@ impl<'t> CollectionRead<'t> {
         self.vectors.as_ref().map_or(0, |v| v.memory_bytes())
     }
 
+    /// Whether every projected path is a top-level stored field (no dot, not
+    /// a vector field), so one pass over the bytes finds them all.
+    fn all_top_level(&self, fields: &[String]) -> bool {
+        fields
+            .iter()
+            .all(|f| !f.contains('.') && self.config.vector_field(f).is_none())
+    }
+
+    /// What [`materialize_with`](Self::materialize_with) returns, as BSON
+    /// bytes. Without a projection the stored bytes are copied as they are;
+    /// a top-level projection copies the projected elements' bytes; any
+    /// other projection is materialised and encoded.
+    pub fn raw_with(
+        &self,
+        m: &mut Materializer,
+        doc: &RawDoc<'_>,
+        projection: Option<&[String]>,
+    ) -> Result<RawDocumentBuf> {
+        let raw = doc.raw()?;
+        let Some(fields) = projection else {
+            return Ok(raw.to_raw_document_buf());
+        };
+        let mut out = RawDocumentBuf::new();
+        if self.all_top_level(fields) {
+            for (key, value) in top_level_values(raw, fields)? {
+                out.append_ref(key, value);
+            }
+            return Ok(out);
+        }
+        let projected = self.materialize_with(m, doc, projection)?;
+        RawDocumentBuf::from_document(&projected).map_err(|e| Error::Corrupt {
+            what: format!("document {}: {e}", crate::KeyDisplay(&doc.key)),
+        })
+    }
+
     /// The stored vector of `field` for the document with key `doc_key`.
     pub fn vector_of(&self, field: &str, doc_key: &[u8]) -> Result<Option<Vec<f32>>> {
         let (part, id) = split_doc_key(&self.config, doc_key)?;
@@ -465,9 +499,12 @@ fn corrupt(e: bson::raw::Error) -> Error {
 /// `_id` and the top-level `fields` of `raw` (those present), in that order,
 /// found in one pass over the document (the first of duplicate names wins, as
 /// in `RawDocument::get`).
-fn project_top_level(m: &mut Materializer, raw: &RawDocument, fields: &[String]) -> Result<Document> {
+fn top_level_values<'r>(
+    raw: &'r RawDocument,
+    fields: &'r [String],
+) -> Result<impl Iterator<Item = (&'r str, RawBsonRef<'r>)> + Clone> {
     let mut id = None;
-    let mut found: Vec<Option<bson::RawBsonRef<'_>>> = vec![None; fields.len()];
+    let mut found: Vec<Option<RawBsonRef<'r>>> = vec![None; fields.len()];
     let mut missing = fields.len();
     for element in raw {
         let (key, value) = element.map_err(corrupt)?;
@@ -486,14 +523,16 @@ fn project_top_level(m: &mut Materializer, raw: &RawDocument, fields: &[String])
             break;
         }
     }
-    m.fields(|| {
-        let rest = fields
-            .iter()
-            .zip(&found)
-            .filter_map(|(f, v)| v.map(|v| (f.as_str(), v)));
-        id.map(|v| ("_id", v)).into_iter().chain(rest)
-    })
-    .map_err(corrupt)
+    let rest = fields
+        .iter()
+        .zip(found)
+        .filter_map(|(f, v)| v.map(|v| (f.as_str(), v)));
+    Ok(id.map(|v| ("_id", v)).into_iter().chain(rest))
+}
+
+fn project_top_level(m: &mut Materializer, raw: &RawDocument, fields: &[String]) -> Result<Document> {
+    let values = top_level_values(raw, fields)?;
+    m.fields(|| values.clone()).map_err(corrupt)
 }
 
 pub(crate) fn read_count(bytes: Option<&[u8]>) -> Result<u64> {

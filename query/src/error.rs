@@ -19,6 +19,17 @@ pub enum Error {
     /// A query that cannot run as asked (a bad sort spec, a bad option).
     #[error("invalid query: {reason}")]
     InvalidQuery { reason: String },
+    /// A stored document that does not deserialize into the type a typed
+    /// find asked for (a missing field, a string where a number was wanted).
+    #[error("document {id} does not decode as {type_name}: {reason}")]
+    Decode {
+        /// The document's `_id`, as relaxed extended JSON.
+        id: String,
+        /// The requested Rust type.
+        type_name: &'static str,
+        /// What serde reported.
+        reason: String,
+    },
 }
 
 /// `Result` with slate-query's [`Error`].

@@ -17,7 +17,7 @@ mod search;
 mod update;
 
 pub use error::{Error, Result};
-pub use exec::{matching_keys, Cursor, ExecStats, SortField};
+pub use exec::{decode_document, decode_raw, matching_keys, Cursor, Decode, ExecStats, SortField};
 pub use filter::{ElemMatch, FieldPath, Filter, FilterError, Interval, Predicate};
 pub use plan::{plan_find, FindSpec, MergeOp, Plan, Source};
 pub use projection::check_projection;

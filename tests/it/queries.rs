@@ -279,6 +279,24 @@ fn check_query(coll: &Collection, all: &[Document], q: &Query, backend: &str) {
 
     let plan = q.find(coll).explain().expect("explain");
     let got = q.find(coll).run().expect("run");
+    // Raw bytes and serde decoding return the same documents in the same order.
+    let got_bytes: Vec<Vec<u8>> = got.iter().map(bytes).collect();
+    let raw: Vec<Vec<u8>> = q
+        .find(coll)
+        .run_raw()
+        .expect("run_raw")
+        .into_iter()
+        .map(RawDocumentBuf::into_bytes)
+        .collect();
+    assert_eq!(raw, got_bytes, "{what}: run_raw");
+    let typed: Vec<Vec<u8>> = q
+        .find(coll)
+        .run_as::<Document>()
+        .expect("run_as")
+        .iter()
+        .map(bytes)
+        .collect();
+    assert_eq!(typed, got_bytes, "{what}: run_as::<Document>");
     let fields = q.projection.clone();
     let project_all = |docs: Vec<Document>| -> Vec<Document> {
         match &fields {
@@ -698,6 +716,78 @@ fn sorted(filter: Document, field: &str, descending: bool) -> Query {
         sort: vec![(field.to_owned(), descending)],
         ..q(filter)
     }
+}
+
+#[test]
+fn a_typed_find_reads_structs_and_names_the_document_that_does_not_fit() {
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct Person {
+        #[serde(rename = "_id")]
+        id: i32,
+        name: String,
+        age: Option<i64>,
+    }
+    let t = crate::memory();
+    let coll =
+        t.db.create_collection(CollectionConfig::new("people").index("age"))
+            .expect("create");
+    coll.insert_many(vec![
+        doc! { "_id": 1, "name": "ada", "age": 36_i64, "city": "london" },
+        doc! { "_id": 2, "name": "alan", "age": Bson::Null },
+        doc! { "_id": 3, "name": 7, "age": 41_i64 },
+    ])
+    .expect("insert");
+    let people: Vec<Person> = coll
+        .find(doc! { "_id": { "$lte": 2 } })
+        .run_as()
+        .expect("typed find");
+    assert_eq!(
+        people,
+        [
+            Person {
+                id: 1,
+                name: "ada".into(),
+                age: Some(36)
+            },
+            Person {
+                id: 2,
+                name: "alan".into(),
+                age: None
+            },
+        ]
+    );
+    // Through an index, with a projection: `T` reads the projected document.
+    let ages: Vec<Document> = coll
+        .find(doc! { "age": { "$gt": 30_i64 } })
+        .project(["age"])
+        .run_as()
+        .expect("projected typed find");
+    assert_eq!(
+        ages,
+        [doc! { "_id": 1, "age": 36_i64 }, doc! { "_id": 3, "age": 41_i64 }]
+    );
+    let raw = coll
+        .find(doc! { "_id": 1 })
+        .project(["city", "name"])
+        .run_raw()
+        .expect("raw");
+    assert_eq!(
+        raw[0].to_document().expect("bson"),
+        doc! { "_id": 1, "city": "london", "name": "ada" }
+    );
+
+    let err = coll
+        .find(doc! {})
+        .run_as::<Person>()
+        .expect_err("name 7 is not a string");
+    match &err {
+        slate::Error::Query(slate::query::Error::Decode { id, type_name, .. }) => {
+            assert_eq!(id, "3");
+            assert!(type_name.ends_with("Person"), "{type_name}");
+        }
+        other => panic!("not a decode error: {other:?}"),
+    }
+    assert!(err.to_string().contains("document 3"), "{err}");
 }
 
 #[test]

@@ -6,11 +6,15 @@
 //! candidate once, keeping owned bytes only for documents that can still
 //! enter the result (a bounded heap when a limit follows), then project
 //! lazily. Records failing the filter are never copied or materialised.
+//!
+//! What a result is depends on the cursor's [`Decode`]: a `bson::Document`
+//! (the default), the stored bytes as a `RawDocumentBuf` ([`decode_raw`]), or
+//! anything the caller decodes them into (the facade's typed finds).
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::ops::ControlFlow;
 
-use bson::Document;
+use bson::{Document, RawDocumentBuf};
 use slate_core::value::Materializer;
 use slate_core::{CollectionRead, Part, RawDoc};
 
@@ -50,13 +54,39 @@ pub struct ExecStats {
     pub matched: u64,
 }
 
+/// Turns one matching document into one result: the read it came from, a
+/// reusable materialiser, the document, and the plan's projection.
+pub type Decode<T> = fn(&CollectionRead<'_>, &mut Materializer, &RawDoc<'_>, Option<&[String]>) -> Result<T>;
+
+/// The default [`Decode`]: the projected fields as a `bson::Document`.
+pub fn decode_document(
+    read: &CollectionRead<'_>,
+    mat: &mut Materializer,
+    doc: &RawDoc<'_>,
+    projection: Option<&[String]>,
+) -> Result<Document> {
+    Ok(read.materialize_with(mat, doc, projection)?)
+}
+
+/// A [`Decode`] to owned BSON bytes: the bytes of what [`decode_document`]
+/// returns (see [`CollectionRead::raw_with`]).
+pub fn decode_raw(
+    read: &CollectionRead<'_>,
+    mat: &mut Materializer,
+    doc: &RawDoc<'_>,
+    projection: Option<&[String]>,
+) -> Result<RawDocumentBuf> {
+    Ok(read.raw_with(mat, doc, projection)?)
+}
+
 /// A lazy iterator over the results of a plan.
-pub struct Cursor<'t> {
+pub struct Cursor<'t, T = Document> {
     read: CollectionRead<'t>,
     plan: Plan,
     parts: Vec<Part>,
     state: State,
-    out: VecDeque<Document>,
+    out: VecDeque<T>,
+    decode: Decode<T>,
     to_skip: usize,
     remaining: usize,
     stats: ExecStats,
@@ -68,7 +98,7 @@ pub struct Cursor<'t> {
     counted: u64,
 }
 
-impl std::fmt::Debug for Cursor<'_> {
+impl<T> std::fmt::Debug for Cursor<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cursor")
             .field("collection", &self.plan.collection)
@@ -186,8 +216,20 @@ fn visit_matches(
 }
 
 impl<'t> Cursor<'t> {
-    /// Starts executing `plan` over `parts`.
+    /// Starts executing `plan` over `parts`, yielding `bson::Document`s.
     pub fn new(read: CollectionRead<'t>, plan: Plan, parts: Vec<Part>) -> Result<Self> {
+        Cursor::with_decode(read, plan, parts, decode_document)
+    }
+}
+
+impl<'t, T> Cursor<'t, T> {
+    /// Starts executing `plan` over `parts`, each result made by `decode`.
+    pub fn with_decode(
+        read: CollectionRead<'t>,
+        plan: Plan,
+        parts: Vec<Part>,
+        decode: Decode<T>,
+    ) -> Result<Self> {
         let to_skip = plan.skip;
         let remaining = plan.limit.unwrap_or(usize::MAX);
         let mut cursor = Self {
@@ -196,6 +238,7 @@ impl<'t> Cursor<'t> {
             parts,
             state: State::Done,
             out: VecDeque::new(),
+            decode,
             to_skip,
             remaining,
             stats: ExecStats::default(),
@@ -279,10 +322,8 @@ impl<'t> Cursor<'t> {
             self.counted += 1;
             return Ok(());
         }
-        let projected = self
-            .read
-            .materialize_with(&mut self.mat, doc, self.plan.projection.as_deref())?;
-        self.out.push_back(projected);
+        let result = (self.decode)(&self.read, &mut self.mat, doc, self.plan.projection.as_deref())?;
+        self.out.push_back(result);
         Ok(())
     }
 
@@ -367,8 +408,8 @@ impl<'t> Cursor<'t> {
     }
 }
 
-impl Iterator for Cursor<'_> {
-    type Item = Result<Document>;
+impl<T> Iterator for Cursor<'_, T> {
+    type Item = Result<T>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {

@@ -3,5 +3,5 @@
 mod cursor;
 mod sort;
 
-pub use cursor::{matching_keys, source_keys, Cursor, ExecStats};
+pub use cursor::{decode_document, decode_raw, matching_keys, source_keys, Cursor, Decode, ExecStats};
 pub use sort::{compare_keys, sort_key, Keyed, SortField, Sorter};
