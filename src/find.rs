@@ -165,10 +165,7 @@ fn decode_typed<T: DeserializeOwned>(
     doc: &RawDoc<'_>,
     projection: Option<&[String]>,
 ) -> slate_query::Result<T> {
-    let decoded = match projection {
-        None => bson::from_slice::<T>(&doc.bytes),
-        Some(_) => bson::from_slice::<T>(read.raw_with(mat, doc, projection)?.as_bytes()),
-    };
+    let decoded = read.deserialize_with::<T>(mat, doc, projection)?;
     decoded.map_err(|e| {
         let id = doc
             .raw()

@@ -484,6 +484,22 @@ impl<'t> CollectionRead<'t> {
         })
     }
 
+    /// What [`materialize_with`](Self::materialize_with) returns,
+    /// deserialized as `T` straight from the bytes. The outer error is the
+    /// store's; the inner one says why the document does not fit `T`.
+    pub fn deserialize_with<T: serde::de::DeserializeOwned>(
+        &self,
+        m: &mut Materializer,
+        doc: &RawDoc<'_>,
+        projection: Option<&[String]>,
+    ) -> Result<std::result::Result<T, crate::value::DeError>> {
+        Ok(match projection {
+            None => crate::value::from_raw(&doc.bytes),
+            Some(fields) if self.all_top_level(fields) => crate::value::from_raw_fields(&doc.bytes, fields),
+            Some(_) => crate::value::from_raw(self.raw_with(m, doc, projection)?.as_bytes()),
+        })
+    }
+
     /// The stored vector of `field` for the document with key `doc_key`.
     pub fn vector_of(&self, field: &str, doc_key: &[u8]) -> Result<Option<Vec<f32>>> {
         let (part, id) = split_doc_key(&self.config, doc_key)?;

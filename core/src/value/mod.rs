@@ -17,6 +17,7 @@
 //!
 //! [`RawBsonRef`]: bson::RawBsonRef
 
+mod de;
 mod decimal;
 mod encoding;
 mod materialize;
@@ -26,6 +27,7 @@ mod project;
 #[cfg(test)]
 mod tests;
 
+pub use de::{from_raw, from_raw_fields, DeError};
 pub use encoding::{decode_value, encode_id, encode_id_into, encode_key_value, encode_value, key_successor};
 pub use materialize::{to_bson, Materializer, RawResult};
 pub use order::{bracket, compare, TypeBracket};

@@ -532,3 +532,81 @@ fn direct_leaf() -> impl Strategy<Value = Bson> {
         text().prop_map(|t| Bson::Document(bson::doc! { "t": t })),
     ]
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// The typed reader decodes every value as bson does: through a
+    /// `Document` it gives back the document's exact bytes.
+    #[test]
+    fn from_raw_reads_a_document_as_bson_does(docs in field_sets()) {
+        for fields in &docs {
+            let raw = raw_fields(fields);
+            let want = bson::Document::try_from(raw.as_ref()).expect("valid");
+            let got: bson::Document = from_raw(raw.as_bytes()).expect("valid");
+            prop_assert!(same(&got, &want), "{:?} vs {:?}", got, want);
+            let via_bson: bson::Document = bson::from_slice(raw.as_bytes()).expect("valid");
+            prop_assert!(same(&got, &via_bson), "{:?} vs bson::from_slice {:?}", got, via_bson);
+        }
+    }
+
+    /// Into a struct: the fields it names, typed; the rest skipped; the same
+    /// answer (or the same refusal) as `bson::from_slice`.
+    #[test]
+    fn from_raw_fills_a_struct_as_bson_from_slice_does(
+        n in prop_oneof![any::<i32>().prop_map(Bson::Int32), int64().prop_map(Bson::Int64), value()],
+        name in prop_oneof![text().prop_map(Bson::String), value()],
+        when in prop_oneof![Just(None), int64().prop_map(|ms| Some(Bson::DateTime(DateTime::from_millis(ms)))), value().prop_map(Some)],
+        tags in prop_oneof![prop::collection::vec(text().prop_map(Bson::String), 0..3).prop_map(Bson::Array), value()],
+        extra in value(),
+    ) {
+        #[derive(Debug, PartialEq, serde::Deserialize)]
+        struct Inner {
+            n: i64,
+        }
+        #[derive(Debug, PartialEq, serde::Deserialize)]
+        struct Rec {
+            n: i64,
+            name: String,
+            when: Option<DateTime>,
+            tags: Vec<String>,
+            inner: Option<Inner>,
+        }
+        let mut d = bson::Document::new();
+        d.insert("extra", extra.clone());
+        d.insert("n", n.clone());
+        d.insert("name", name);
+        if let Some(w) = when {
+            d.insert("when", w);
+        }
+        d.insert("tags", tags);
+        d.insert("inner", bson::doc! { "n": n, "skip": extra });
+        let raw = RawDocumentBuf::from_document(&d).expect("valid");
+        let got = from_raw::<Rec>(raw.as_bytes());
+        let want = bson::from_slice::<Rec>(raw.as_bytes());
+        match (&got, &want) {
+            (Ok(g), Ok(w)) => prop_assert_eq!(g, w),
+            (Err(_), Err(_)) => {}
+            _ => prop_assert!(false, "from_raw {:?}, bson::from_slice {:?}", got, want),
+        }
+    }
+
+    /// Damaged bytes: an error or the document bson reads, never a panic.
+    #[test]
+    fn from_raw_reads_damaged_bytes_without_panicking(
+        fields in prop::collection::vec((prop::sample::select(vec!["a", "b"]), value()), 1..4),
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+    ) {
+        let mut bytes = raw_fields(&fields).into_bytes();
+        let inner = bytes.len() - 5;
+        prop_assume!(inner > 0);
+        bytes[4 + at.index(inner)] = byte;
+        let Ok(bad) = bson::RawDocument::from_bytes(&bytes) else {
+            return Ok(());
+        };
+        if let (Ok(got), Ok(want)) = (from_raw::<bson::Document>(bad.as_bytes()), bson::Document::try_from(bad)) {
+            prop_assert!(same(&got, &want), "{:?} vs {:?}", got, want);
+        }
+    }
+}
