@@ -82,6 +82,8 @@ pub struct SweepPoint {
 pub struct SweepData {
     /// The database holding collection `docs` (memory store).
     pub db: Db,
+    /// A handle on `docs`, held as an application holds one.
+    pub docs: slate::Collection,
     /// Reference copy of the vectors; row `i` is document `i`.
     pub reference: VectorCache,
     /// Each document's bucket, by row.
@@ -161,6 +163,7 @@ pub fn build(config: &SweepConfig) -> Result<SweepData, Box<dyn std::error::Erro
         .collect();
     Ok(SweepData {
         db,
+        docs,
         reference,
         buckets,
         queries,
@@ -242,8 +245,8 @@ impl SweepData {
         filter: &Document,
         strategy: Strategy,
     ) -> Result<(Vec<f32>, SearchExplain), slate::Error> {
-        let docs = self.db.collection("docs")?;
-        let (hits, explain) = docs
+        let (hits, explain) = self
+            .docs
             .search("embedding", query)
             .k(self.config.k)
             .filter(filter.clone())

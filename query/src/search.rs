@@ -457,8 +457,14 @@ pub fn search(
     } else {
         model.count_cap(rows, spec.k)
     };
+    // With tags, an index predicate is counted from its posting lists.
+    let count_tags = |field: &str, intervals: &[crate::Interval]| {
+        let ranges = tag_ranges(parts, field, intervals);
+        view.tagged_count(field, &tag_bounds(&ranges)).map(|n| n as u64)
+    };
+    let counter: Option<crate::plan::Counter<'_>> = if all_tagged { Some(&count_tags) } else { None };
     let source = match &spec.filter {
-        Some(filter) => search_source(read, parts, filter, cap)?,
+        Some(filter) => search_source(read, parts, filter, cap, counter)?,
         None => None,
     };
     let (tag_estimate, mut merged_rows) = source

@@ -184,13 +184,19 @@ impl CacheView {
     ) -> Result<(Vec<Hit>, SearchStats)> {
         self.check_query(query, 0)?;
         let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
-        let mut rows = rows.to_vec();
-        rows.sort_unstable();
-        rows.dedup();
+        // Ascending and distinct already (as the row tags give them), or made so.
+        let rows: std::borrow::Cow<'_, [RowId]> = if rows.windows(2).all(|w| w[0] < w[1]) {
+            rows.into()
+        } else {
+            let mut rows = rows.to_vec();
+            rows.sort_unstable();
+            rows.dedup();
+            rows.into()
+        };
         let kernel = self.metric().kernel();
         let mut top = TopK::with_k(k);
         let mut stats = SearchStats::default();
-        for row in rows {
+        for &row in rows.iter() {
             let Some(seg) = self.snap.segment(row.index()..row.index() + 1) else {
                 continue;
             };

@@ -156,16 +156,23 @@ impl CacheView {
             }
             tags.rows_in(ranges, &mut rows);
         }
-        // Distinct and ascending through a bitset of the rows (a row under
-        // several tags, an array's values, is kept once), cheaper than a
-        // sort; ascending rows make the gather's reads sequential. Rows
-        // linked after this view's snapshot lie past its rows, and rows of
-        // later commits are not yet born at its version.
-        let mut seen = RowMask::new(self.snap.rows());
+        rows.retain(|&r| self.snap.visible(r as usize, self.version));
+        // Distinct and ascending (a row under several tags, an array's
+        // values, is kept once; ascending rows make the gather's reads
+        // sequential): a sort when the rows are few, else a bitset, which
+        // costs a pass over a bit per row of the view. Rows linked after
+        // this view's snapshot lie past its rows, and rows of later commits
+        // are not yet born at its version.
+        let n = self.snap.rows();
+        let m = rows.len();
+        if m.saturating_mul(m.max(2).ilog2() as usize).saturating_mul(64) < n {
+            rows.sort_unstable();
+            rows.dedup();
+            return Some(rows.into_iter().map(RowId).collect());
+        }
+        let mut seen = RowMask::new(n);
         for r in rows {
-            if self.snap.visible(r as usize, self.version) {
-                seen.set(RowId(r));
-            }
+            seen.set(RowId(r));
         }
         Some(seen.iter().collect())
     }

@@ -61,14 +61,29 @@ fn index_predicates(read: &CollectionRead<'_>, filter: &Filter) -> Result<Vec<In
     Ok(out)
 }
 
+/// Counts what an index scan of `field` over `intervals` would read in
+/// every partition, from something cheaper than the index (a vector
+/// cache's row tags); `None` when it cannot, and the index is counted.
+pub type Counter<'a> = &'a dyn Fn(&str, &[Interval]) -> Option<u64>;
+
 fn estimate_predicate(
     read: &CollectionRead<'_>,
     parts: &[Part],
     p: &IndexPredicate,
     cap: u64,
+    counter: Option<Counter<'_>>,
 ) -> Result<Source> {
     let multikey = p.multikey;
     let intervals = p.intervals.clone();
+    if let Some(estimate) = counter.and_then(|count| count(&p.field, &intervals)) {
+        return Ok(Source::IndexScan {
+            field: p.field.clone(),
+            intervals,
+            estimate,
+            capped: false,
+            multikey,
+        });
+    }
     let mut estimate = 0u64;
     let mut capped = false;
     for part in parts {
@@ -97,15 +112,17 @@ fn estimate_predicate(
 /// estimates counted up to `cap`, or, when that is no index, the most
 /// selective index scan anyway (a bitmap search may want an index a find
 /// would not), whose estimate may be capped ("more than `cap`").
-/// `None` when no index can narrow `filter`.
+/// `None` when no index can narrow `filter`. A `counter` that can count a
+/// predicate spares reading its index.
 pub fn search_source(
     read: &CollectionRead<'_>,
     parts: &[Part],
     filter: &Filter,
     cap: u64,
+    counter: Option<Counter<'_>>,
 ) -> Result<Option<Source>> {
     let total = count_parts(read, parts)?;
-    let (source, most_selective) = choose_source(read, parts, filter, total, cap)?;
+    let (source, most_selective) = choose_source(read, parts, filter, total, cap, counter)?;
     Ok(if source.uses_index() {
         Some(source)
     } else {
@@ -139,7 +156,7 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
         }
     }
     let source = match &spec.filter {
-        Some(filter) => choose_source(read, parts, filter, total, cap)?.0,
+        Some(filter) => choose_source(read, parts, filter, total, cap, None)?.0,
         None => Source::Scan { estimate: total },
     };
     Ok(Plan {
@@ -164,11 +181,12 @@ fn choose_source(
     filter: &Filter,
     total: u64,
     cap: u64,
+    counter: Option<Counter<'_>>,
 ) -> Result<(Source, Option<Source>)> {
     let mut source = Source::Scan { estimate: total };
     let mut candidates = Vec::new();
     for p in &index_predicates(read, filter)? {
-        candidates.push(estimate_predicate(read, parts, p, cap)?);
+        candidates.push(estimate_predicate(read, parts, p, cap, counter)?);
     }
     let most_selective = candidates
         .iter()
@@ -207,7 +225,7 @@ fn choose_source(
                 // Each branch's most selective conjunct.
                 let mut best: Option<Source> = None;
                 for p in &index_predicates(read, branch)? {
-                    let s = estimate_predicate(read, parts, p, cap)?;
+                    let s = estimate_predicate(read, parts, p, cap, counter)?;
                     if best.as_ref().is_none_or(|b| s.estimate() < b.estimate()) {
                         best = Some(s);
                     }

@@ -12,7 +12,7 @@ mod choose;
 mod explain;
 
 pub use crate::filter::Interval;
-pub use choose::{plan_find, search_source, FindSpec};
+pub use choose::{plan_find, search_source, Counter, FindSpec};
 
 /// One end of a range of encoded values: the value and whether it is included.
 pub type EncodedBound<'a> = (&'a [u8], bool);

@@ -22,6 +22,10 @@ fn tags(values: &[u8]) -> RowTags {
 fn ids_in(view: &slate_vector::CacheView, lo: u8, hi: u8) -> Option<Vec<Vec<u8>>> {
     let (lo, hi) = ([b'f', lo], [b'f', hi]);
     let rows = view.tagged_rows("f", &[(Bound::Included(&lo[..]), Bound::Excluded(&hi[..]))])?;
+    assert!(
+        rows.windows(2).all(|w| w[0] < w[1]),
+        "rows ascending and distinct: {rows:?}"
+    );
     let mut ids: Vec<Vec<u8>> = rows
         .iter()
         .map(|&r| view.id(r).expect("visible").to_vec())
@@ -102,4 +106,22 @@ fn an_untagged_row_or_field_leaves_the_tags_unanswered() {
     let loaded = VectorCache::new(2, Metric::L2).unwrap();
     loaded.load([(b"x".to_vec(), vec![0.0f32, 1.0])], 1).unwrap();
     assert_eq!(ids_in(&loaded.view(1).unwrap(), 0, 8), None);
+}
+
+#[test]
+fn a_row_under_two_tags_is_listed_once_among_few_or_many() {
+    // 1,000 rows tagged 0 plus one tagged 1 and 2: a range over 1..3 finds
+    // two entries of one row among many rows (the sorted path), a range over
+    // 0..3 most of the rows (the bitset path).
+    let cache = VectorCache::new(2, Metric::L2).unwrap();
+    let mut w = cache.writer();
+    for i in 0..1_000u32 {
+        w.upsert_tagged(&i.to_be_bytes(), &[0.0, 1.0], tags(&[0]))
+            .unwrap();
+    }
+    w.upsert_tagged(b"both", &[1.0, 0.0], tags(&[1, 2])).unwrap();
+    w.commit(1).unwrap();
+    let view = cache.view(1).unwrap();
+    assert_eq!(ids_in(&view, 1, 3), Some(vec![b"both".to_vec()]));
+    assert_eq!(ids_in(&view, 0, 3).map(|ids| ids.len()), Some(1_001));
 }
