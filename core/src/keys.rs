@@ -61,6 +61,14 @@ pub fn multikey_key(field: &str) -> Vec<u8> {
     k
 }
 
+/// The key marking a collection where some document was written with an
+/// int32 `_id`: its key decodes as an int64, so the exact `_id` must be read
+/// from the document. Field names hold no NUL, so no multikey marker is this
+/// key. Never cleared.
+pub fn int32_ids_key() -> Vec<u8> {
+    b"m:\0int32 _id".to_vec()
+}
+
 /// The prefix of every entry of index `field` in partition `part`.
 pub fn index_prefix(part: &[u8], field: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(part.len() + INDEX.len() + field.len() + 1);

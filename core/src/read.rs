@@ -500,6 +500,25 @@ impl<'t> CollectionRead<'t> {
         })
     }
 
+    /// Whether every document's `_id` is what its key decodes to: no
+    /// document was ever written with an int32 `_id` (which decodes as an
+    /// int64). Then [`id_of_key`](Self::id_of_key) gives exact ids.
+    pub fn ids_decode_exactly(&self) -> Result<bool> {
+        Ok(self.snap.get(&self.cf, &keys::int32_ids_key())?.is_none())
+    }
+
+    /// The `_id` encoded in document key `doc_key`, as
+    /// [`decode_value`](crate::value::decode_value) gives it (an int32 comes
+    /// back as an int64).
+    pub fn id_of_key(&self, doc_key: &[u8]) -> Result<Bson> {
+        let (_, id) = split_doc_key(&self.config, doc_key)?;
+        Ok(crate::value::decode_value(id)
+            .map_err(|e| Error::Corrupt {
+                what: format!("document key {}: {e}", crate::KeyDisplay(doc_key)),
+            })?
+            .0)
+    }
+
     /// The stored vector of `field` for the document with key `doc_key`.
     pub fn vector_of(&self, field: &str, doc_key: &[u8]) -> Result<Option<Vec<f32>>> {
         let (part, id) = split_doc_key(&self.config, doc_key)?;

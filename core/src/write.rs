@@ -31,6 +31,8 @@ pub struct WriteTxn<'db> {
     configs: BTreeMap<String, CollectionConfig>,
     counts: BTreeMap<(String, Vec<u8>), i64>,
     vector_ops: Vec<(String, String, VectorOp)>,
+    /// Collections whose int32-id marker this transaction has put or found.
+    int32_marked: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for WriteTxn<'_> {
@@ -58,6 +60,7 @@ impl<'db> WriteTxn<'db> {
             txn: store::begin_write(db.store.as_ref())?,
             configs: BTreeMap::new(),
             counts: BTreeMap::new(),
+            int32_marked: BTreeSet::new(),
             vector_ops: Vec::new(),
         })
     }
@@ -177,6 +180,13 @@ impl<'db> WriteTxn<'db> {
             self.txn.put(&cf, k.clone(), p.id_enc.clone())?;
         }
         self.txn.put(&cf, dk.clone(), p.bytes.clone())?;
+        if matches!(p.id, Bson::Int32(_)) && !self.int32_marked.contains(&config.name) {
+            let marker = keys::int32_ids_key();
+            if self.txn.get(&cf, &marker)?.is_none() {
+                self.txn.put(&cf, marker, Vec::new())?;
+            }
+            self.int32_marked.insert(config.name.clone());
+        }
         for field in &p.multikey {
             let mk = keys::multikey_key(field);
             if self.txn.get(&cf, &mk)?.is_none() {

@@ -688,10 +688,18 @@ pub fn materialize_hits(
     hits: &[Hit],
     projection: Option<&[String]>,
 ) -> Result<Vec<SearchHit>> {
-    let keys: Vec<&[u8]> = hits.iter().map(|h| &*h.id).collect();
-    let docs = read.get_keys(&keys)?;
     let empty: [String; 0] = [];
     let fields = projection.unwrap_or(&empty);
+    // Only `_id` wanted, and every key decodes to its document's exact
+    // `_id`: no document need be read (a visible row's document exists at
+    // the same snapshot).
+    let ids_only = fields.is_empty() && read.ids_decode_exactly()?;
+    let docs = if ids_only {
+        Vec::new()
+    } else {
+        let keys: Vec<&[u8]> = hits.iter().map(|h| &*h.id).collect();
+        read.get_keys(&keys)?
+    };
     // A repeated id keeps its first (nearest) hit: sorting k indices by id
     // costs less than hashing and copying every id.
     let mut order: Vec<usize> = (0..hits.len()).collect();
@@ -703,6 +711,19 @@ pub fn materialize_hits(
         }
     }
     let mut out = Vec::with_capacity(hits.len());
+    if ids_only {
+        for (hit, repeat) in hits.iter().zip(repeat) {
+            if !repeat {
+                let id = read.id_of_key(&hit.id)?;
+                out.push(SearchHit {
+                    doc: bson::doc! { "_id": id.clone() },
+                    id,
+                    distance: hit.distance,
+                });
+            }
+        }
+        return Ok(out);
+    }
     for ((hit, doc), repeat) in hits.iter().zip(docs).zip(repeat) {
         let Some(doc) = doc else { continue };
         if repeat {

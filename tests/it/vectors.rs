@@ -468,3 +468,51 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn search_hits_carry_each_documents_exact_id() {
+    for t in crate::backends() {
+        let coll =
+            t.db.create_collection(CollectionConfig::new("ids").vector("v", 2, Metric::L2))
+                .expect("create");
+        let oid = bson::oid::ObjectId::from_bytes([7; 12]);
+        coll.insert_many(vec![
+            doc! { "_id": 1_i64, "v": [0.0, 0.0] },
+            doc! { "_id": "s", "v": [1.0, 0.0] },
+            doc! { "_id": oid, "v": [2.0, 0.0] },
+        ])
+        .expect("insert");
+        let ids = |coll: &slate::Collection| -> Vec<Bson> {
+            let hits = coll.search("v", &[0.0, 0.0]).k(10).run().expect("search");
+            for h in &hits {
+                assert_eq!(
+                    h.doc,
+                    doc! { "_id": h.id.clone() },
+                    "[{}] the hit's document",
+                    t.backend
+                );
+            }
+            hits.into_iter().map(|h| h.id).collect()
+        };
+        // Bson's == tells an int32 from an int64.
+        let want = vec![Bson::Int64(1), Bson::String("s".into()), Bson::ObjectId(oid)];
+        assert_eq!(ids(&coll), want, "[{}]", t.backend);
+        // The same id rewritten as an int32 (1 and 1i64 are one id): the hit
+        // says int32, as the stored document does.
+        coll.replace_one(
+            doc! { "_id": 1_i64 },
+            doc! { "_id": 1_i32, "v": [0.0, 0.0] },
+            false,
+        )
+        .expect("replace");
+        let want = vec![Bson::Int32(1), Bson::String("s".into()), Bson::ObjectId(oid)];
+        assert_eq!(ids(&coll), want, "[{}] after an int32 rewrite", t.backend);
+        let fresh =
+            t.db.create_collection(CollectionConfig::new("ints").vector("v", 2, Metric::L2))
+                .expect("create");
+        fresh
+            .insert_one(doc! { "_id": 7_i32, "v": [0.0, 1.0] })
+            .expect("insert");
+        assert_eq!(ids(&fresh), vec![Bson::Int32(7)], "[{}] an int32 id", t.backend);
+    }
+}
