@@ -314,8 +314,10 @@ fn tagged_estimate(view: &CacheView, parts: &[Part], source: &Source) -> Option<
 /// The rows an index source selects, ascending and distinct, from the
 /// cache's row tags (each row is tagged with its document's index entries
 /// minus the id, so the index's key ranges select tags too; a merge
-/// intersects or unites its inputs' rows); `None` for a scan or when some
-/// row lacks its tags for a field (then the index is read).
+/// intersects or unites its inputs' rows), possibly with rows not visible
+/// at the view's version, which the strategies skip as they read each row;
+/// `None` for a scan or when some row lacks its tags for a field (then the
+/// index is read).
 fn tagged_rows(view: &CacheView, parts: &[Part], source: &Source) -> Option<Vec<RowId>> {
     let (field, intervals) = match source {
         Source::IndexScan { field, intervals, .. } => (field, intervals),
@@ -343,7 +345,8 @@ fn tagged_rows(view: &CacheView, parts: &[Part], source: &Source) -> Option<Vec<
         Source::Scan { .. } => return None,
     };
     let ranges = tag_ranges(parts, field, intervals);
-    view.tagged_rows(field, &tag_bounds(&ranges))
+    // Gather and the masked scan check each row's visibility as they read it.
+    view.tagged_candidates(field, &tag_bounds(&ranges))
 }
 
 /// The candidate rows of gather and bitmap, and where they came from: the
