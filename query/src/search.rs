@@ -303,6 +303,13 @@ fn tag_bounds(ranges: &[KeyRange]) -> Vec<TagRange<'_>> {
 /// are returned too, for the strategy to use rather than merge again.
 fn tagged_estimate(view: &CacheView, parts: &[Part], source: &Source) -> Option<(usize, Option<Vec<RowId>>)> {
     match source {
+        // The planner counted it from the tags already (never capped then).
+        Source::IndexScan {
+            field,
+            estimate,
+            capped: false,
+            ..
+        } if view.tags_cover(field) => Some((*estimate as usize, None)),
         Source::IndexScan { field, intervals, .. } => {
             let ranges = tag_ranges(parts, field, intervals);
             Some((view.tagged_count(field, &tag_bounds(&ranges))?, None))
@@ -715,11 +722,17 @@ pub fn materialize_hits(
     }
     let mut out = Vec::with_capacity(hits.len());
     if ids_only {
+        // Each `{_id}` cloned from one layout: no hasher seeded, no key hashed.
+        let layout = bson::doc! { "_id": Bson::Null };
         for (hit, repeat) in hits.iter().zip(repeat) {
             if !repeat {
                 let id = read.id_of_key(&hit.id)?;
+                let mut doc = layout.clone();
+                if let Some((_, slot)) = doc.iter_mut().next() {
+                    *slot = id.clone();
+                }
                 out.push(SearchHit {
-                    doc: bson::doc! { "_id": id.clone() },
+                    doc,
                     id,
                     distance: hit.distance,
                 });
