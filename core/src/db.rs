@@ -82,9 +82,12 @@ impl Database {
             self.store.drop_cf(&cf)?;
         }
         self.store.create_cf(&cf)?;
+        // The marker below goes into the new column family, in the same commit.
+        txn.rebase()?;
         let bytes =
             bson::to_vec(&config.to_document()).map_err(|e| Error::Corrupt { what: e.to_string() })?;
         txn.put(CATALOG_CF, config.name.as_bytes(), bytes)?;
+        txn.put(&cf, crate::keys::exact_ids_key(), Vec::new())?;
         let set = Arc::new(VectorSet::new(&config));
         let name = config.name.clone();
         txn.commit_with(|_| {

@@ -61,12 +61,14 @@ pub fn multikey_key(field: &str) -> Vec<u8> {
     k
 }
 
-/// The key marking a collection where some document was written with an
-/// int32 `_id`: its key decodes as an int64, so the exact `_id` must be read
-/// from the document. Field names hold no NUL, so no multikey marker is this
-/// key. Never cleared.
-pub fn int32_ids_key() -> Vec<u8> {
-    b"m:\0int32 _id".to_vec()
+/// The key marking a collection whose every document key decodes to its
+/// exact `_id`: put when the collection is created, deleted by the first
+/// write of an int32 `_id` (whose key decodes as an int64). A collection
+/// created before this key existed never has it, so its ids are always read
+/// from the documents. Field names hold no NUL, so no multikey marker is this
+/// key.
+pub fn exact_ids_key() -> Vec<u8> {
+    b"m:\0exact _id".to_vec()
 }
 
 /// The prefix of every entry of index `field` in partition `part`.

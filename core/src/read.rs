@@ -500,11 +500,18 @@ impl<'t> CollectionRead<'t> {
         })
     }
 
-    /// Whether every document's `_id` is what its key decodes to: no
-    /// document was ever written with an int32 `_id` (which decodes as an
-    /// int64). Then [`id_of_key`](Self::id_of_key) gives exact ids.
+    /// Whether every document's `_id` is what its key decodes to (the
+    /// collection was created with the exact-ids marker and no int32 `_id`
+    /// has been written since, which decodes as an int64), and every visible
+    /// vector row's document exists in this read. Then
+    /// [`id_of_key`](Self::id_of_key) gives a hit's exact id. A write
+    /// transaction's read sees its own writes while its vector views stay
+    /// at the last commit, so it always reads the documents.
     pub fn ids_decode_exactly(&self) -> Result<bool> {
-        Ok(self.snap.get(&self.cf, &keys::int32_ids_key())?.is_none())
+        if matches!(self.snap, SnapRef::Borrowed(_)) {
+            return Ok(false);
+        }
+        Ok(self.snap.get(&self.cf, &keys::exact_ids_key())?.is_some())
     }
 
     /// The `_id` encoded in document key `doc_key`, as
@@ -540,15 +547,16 @@ fn top_level_values<'r>(
 ) -> Result<impl Iterator<Item = (&'r str, RawBsonRef<'r>)> + Clone> {
     let mut id = None;
     let mut found: Vec<Option<RawBsonRef<'r>>> = vec![None; fields.len()];
-    let mut missing = fields.len();
+    let mut missing = distinct(fields);
     for element in raw {
         let (key, value) = element.map_err(corrupt)?;
         if key == "_id" {
             id.get_or_insert(value);
         } else {
-            for (f, slot) in fields.iter().zip(found.iter_mut()) {
-                if f == key && slot.is_none() {
-                    *slot = Some(value);
+            // A name listed twice is found (and projected) once.
+            if let Some(i) = fields.iter().position(|f| f == key) {
+                if found[i].is_none() {
+                    found[i] = Some(value);
                     missing -= 1;
                 }
             }
@@ -563,6 +571,13 @@ fn top_level_values<'r>(
         .zip(found)
         .filter_map(|(f, v)| v.map(|v| (f.as_str(), v)));
     Ok(id.map(|v| ("_id", v)).into_iter().chain(rest))
+}
+
+/// How many different names `fields` lists.
+pub(crate) fn distinct(fields: &[String]) -> usize {
+    (0..fields.len())
+        .filter(|&i| !fields[..i].contains(&fields[i]))
+        .count()
 }
 
 fn project_top_level(m: &mut Materializer, raw: &RawDocument, fields: &[String]) -> Result<Document> {

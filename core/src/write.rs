@@ -31,7 +31,8 @@ pub struct WriteTxn<'db> {
     configs: BTreeMap<String, CollectionConfig>,
     counts: BTreeMap<(String, Vec<u8>), i64>,
     vector_ops: Vec<(String, String, VectorOp)>,
-    /// Collections whose int32-id marker this transaction has put or found.
+    /// Collections whose exact-ids marker this transaction has deleted or
+    /// found absent (an int32 `_id` was written).
     int32_marked: BTreeSet<String>,
 }
 
@@ -181,9 +182,9 @@ impl<'db> WriteTxn<'db> {
         }
         self.txn.put(&cf, dk.clone(), p.bytes.clone())?;
         if matches!(p.id, Bson::Int32(_)) && !self.int32_marked.contains(&config.name) {
-            let marker = keys::int32_ids_key();
-            if self.txn.get(&cf, &marker)?.is_none() {
-                self.txn.put(&cf, marker, Vec::new())?;
+            let marker = keys::exact_ids_key();
+            if self.txn.get(&cf, &marker)?.is_some() {
+                self.txn.delete(&cf, marker)?;
             }
             self.int32_marked.insert(config.name.clone());
         }

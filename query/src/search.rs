@@ -797,6 +797,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_write_transactions_search_reads_hits_documents_not_keys() {
+        // Its read sees its own delete while its vector view stays at the
+        // last commit: the deleted document's row is still there, and only
+        // reading the document shows it is gone.
+        use slate_core::{store::MemoryStore, CollectionConfig, Database, Metric, Part};
+        let db = Database::open(std::sync::Arc::new(MemoryStore::new())).expect("open");
+        db.create_collection(CollectionConfig::new("c").vector("v", 2, Metric::L2))
+            .expect("create");
+        let mut txn = db.begin_write().expect("begin");
+        for i in 0..3i64 {
+            txn.insert("c", bson::doc! { "_id": i, "v": [i as f64, 0.0] })
+                .expect("insert");
+        }
+        txn.commit().expect("commit");
+        let spec = SearchSpec {
+            field: "v".into(),
+            query: vec![0.0, 0.0],
+            k: 10,
+            threads: 1,
+            ..Default::default()
+        };
+        let ids = |read: &CollectionRead<'_>| -> Vec<Bson> {
+            let (hits, _) = search(read, &[Part::none()], &spec).expect("search");
+            hits.into_iter().map(|h| h.id).collect()
+        };
+        let committed = db.read();
+        let read = committed.collection("c").expect("read");
+        assert!(read.ids_decode_exactly().expect("marker"));
+        assert_eq!(ids(&read), [Bson::Int64(0), Bson::Int64(1), Bson::Int64(2)]);
+        let mut txn = db.begin_write().expect("begin");
+        assert!(txn.delete("c", &Part::none(), &Bson::Int64(0)).expect("delete"));
+        let own = txn.collection("c").expect("read");
+        assert_eq!(ids(&own), [Bson::Int64(1), Bson::Int64(2)]);
+    }
+
+    #[test]
     fn count_cap_is_where_a_scan_becomes_cheapest() {
         for (n, k, dim) in [
             (100_000u64, 10usize, 384usize),

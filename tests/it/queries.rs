@@ -788,6 +788,34 @@ fn a_typed_find_reads_structs_and_names_the_document_that_does_not_fit() {
         other => panic!("not a decode error: {other:?}"),
     }
     assert!(err.to_string().contains("document 3"), "{err}");
+    // The item fails; the documents before it (and after) still come.
+    let items: Vec<Result<Person, slate::query::Error>> =
+        coll.find(doc! {}).iter_as().expect("iter").collect();
+    assert_eq!(items.len(), 3);
+    assert!(
+        items[0].is_ok() && items[1].is_ok() && items[2].is_err(),
+        "{items:?}"
+    );
+    let items: Vec<Result<Person, slate::query::Error>> = coll
+        .find(doc! {})
+        .sort("_id:desc")
+        .iter_as()
+        .expect("iter")
+        .collect();
+    assert!(
+        items[0].is_err() && items[1].is_ok() && items[2].is_ok(),
+        "{items:?}"
+    );
+
+    // A path listed twice is projected once, in every shape.
+    let twice = || coll.find(doc! { "_id": 1 }).project(["name", "name"]);
+    let want = doc! { "_id": 1, "name": "ada" };
+    assert_eq!(twice().run().expect("run"), std::slice::from_ref(&want));
+    assert_eq!(
+        twice().run_raw().expect("raw")[0].to_document().expect("bson"),
+        want
+    );
+    assert_eq!(twice().run_as::<Document>().expect("typed"), [want]);
 }
 
 #[test]

@@ -61,6 +61,15 @@ impl<'a> WriteTxn<'a> {
         })
     }
 
+    /// Reads through a fresh snapshot of the store, which sees column
+    /// families created since this transaction began (it holds the writer
+    /// guard, so nothing else has changed). Only before the first change.
+    pub fn rebase(&mut self) -> Result<()> {
+        assert!(self.changes.is_empty(), "rebase after a change would lose it");
+        self.base = self.store.snapshot();
+        Ok(())
+    }
+
     /// The version of the state this transaction started from.
     pub fn base_version(&self) -> u64 {
         self.base.version()

@@ -12,8 +12,9 @@
 //! over in the shape bson's own deserializer gives them. Every other value, and every value a
 //! `bson` type asks for by its private newtype name (`RawDocumentBuf`,
 //! `Uuid`, …), is converted to a `Bson` and handed to bson's own
-//! `bson::Deserializer`, so `from_raw::<T>` decodes what
-//! `bson::from_document::<T>` decodes, with the same result.
+//! `bson::Deserializer` (not human-readable, as bson's raw reader), so
+//! `from_raw::<T>` decodes what `bson::from_slice::<T>` decodes (the tests
+//! check it).
 
 use std::fmt;
 
@@ -83,14 +84,15 @@ pub fn from_raw_fields<T: DeserializeOwned>(doc: &[u8], fields: &[String]) -> De
         &mut heap
     };
     let mut id = None;
-    let mut missing = fields.len();
+    let mut missing = crate::read::distinct(fields);
     while let Some((key, value)) = elements.next_element()? {
         if key == "_id" {
             id.get_or_insert(value);
         } else {
-            for (f, slot) in fields.iter().zip(found.iter_mut()) {
-                if f == key && slot.is_none() {
-                    *slot = Some((key, value));
+            // A name listed twice is found (and handed over) once.
+            if let Some(i) = fields.iter().position(|f| f == key) {
+                if found[i].is_none() {
+                    found[i] = Some((key, value));
                     missing -= 1;
                 }
             }
@@ -269,7 +271,12 @@ impl<'a> Value<'a> {
     }
 
     fn slow(self) -> DeResult<bson::Deserializer> {
-        Ok(bson::Deserializer::new(self.to_bson()?))
+        // Not human-readable, as the fast path and bson's raw reader.
+        #[allow(deprecated)]
+        let options = bson::DeserializerOptions::builder().human_readable(false).build();
+        #[allow(deprecated)]
+        let de = bson::Deserializer::new_with_options(self.to_bson()?, options);
+        Ok(de)
     }
 }
 

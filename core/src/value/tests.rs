@@ -610,3 +610,23 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn from_raw_is_not_human_readable_on_its_fallback_path_either() {
+    // An enum variant goes through bson's own Deserializer; an IpAddr read
+    // there as text only if that reader claimed to be human-readable, which
+    // bson's raw reader (and so from_raw) is not.
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    enum Holder {
+        Addr(std::net::IpAddr),
+    }
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Doc {
+        h: Holder,
+    }
+    let raw = RawDocumentBuf::from_document(&doc! { "h": { "Addr": "127.0.0.1" } }).expect("valid");
+    assert!(bson::from_slice::<Doc>(raw.as_bytes()).is_err());
+    assert!(from_raw::<Doc>(raw.as_bytes()).is_err());
+}

@@ -85,7 +85,9 @@ pub struct Cursor<'t, T = Document> {
     plan: Plan,
     parts: Vec<Part>,
     state: State,
-    out: VecDeque<T>,
+    /// Results ready to yield: a document that fails to decode is an `Err`
+    /// item among them, and the ones after it still come.
+    out: VecDeque<Result<T>>,
     decode: Decode<T>,
     to_skip: usize,
     remaining: usize,
@@ -322,7 +324,7 @@ impl<'t, T> Cursor<'t, T> {
             self.counted += 1;
             return Ok(());
         }
-        let result = (self.decode)(&self.read, &mut self.mat, doc, self.plan.projection.as_deref())?;
+        let result = (self.decode)(&self.read, &mut self.mat, doc, self.plan.projection.as_deref());
         self.out.push_back(result);
         Ok(())
     }
@@ -421,7 +423,7 @@ impl<T> Iterator for Cursor<'_, T> {
                 return Some(Err(e));
             }
         }
-        self.out.pop_front().map(Ok)
+        self.out.pop_front()
     }
 }
 
