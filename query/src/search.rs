@@ -474,7 +474,16 @@ pub fn search(
     };
     let counter: Option<crate::plan::Counter<'_>> = if all_tagged { Some(&count_tags) } else { None };
     let source = match &spec.filter {
-        Some(filter) => search_source(read, parts, filter, cap, counter)?,
+        // With tags, the rows stand in for the documents' count (the
+        // choice only weighs an index against a scan of them).
+        Some(filter) => search_source(
+            read,
+            parts,
+            filter,
+            cap,
+            counter,
+            (all_tagged && !partitioned).then_some(rows),
+        )?,
         None => None,
     };
     let (tag_estimate, mut merged_rows) = source

@@ -113,15 +113,20 @@ fn estimate_predicate(
 /// selective index scan anyway (a bitmap search may want an index a find
 /// would not), whose estimate may be capped ("more than `cap`").
 /// `None` when no index can narrow `filter`. A `counter` that can count a
-/// predicate spares reading its index.
+/// predicate spares reading its index; a `total` (about the documents in
+/// `parts`) spares reading their counts.
 pub fn search_source(
     read: &CollectionRead<'_>,
     parts: &[Part],
     filter: &Filter,
     cap: u64,
     counter: Option<Counter<'_>>,
+    total: Option<u64>,
 ) -> Result<Option<Source>> {
-    let total = count_parts(read, parts)?;
+    let total = match total {
+        Some(n) => n,
+        None => count_parts(read, parts)?,
+    };
     let (source, most_selective) = choose_source(read, parts, filter, total, cap, counter)?;
     Ok(if source.uses_index() {
         Some(source)
