@@ -10,7 +10,7 @@
 //! backends always do the same work.
 //!
 //! The `slate-*` rows return `bson::Document`s. The `slate-*-typed` rows run
-//! the same query with `run_as` into a struct of the same fields SQLite's rows
+//! the same query with `run_as` (lookups: `get_as`, `get_many_as`) into a struct of the same fields SQLite's rows
 //! are read into (`TypedRow`, or `NameStatus` for the projection), so that
 //! pair compares like with like: each field decoded into an owned Rust value.
 
@@ -313,6 +313,26 @@ fn slate_lookups(coll: &Collection, ids: &[Bson]) -> usize {
     found
 }
 
+/// Seed 000's row with each document read into a [`TypedRow`].
+fn slate_lookups_typed(coll: &Collection, ids: &[Bson]) -> usize {
+    let mut found = 0;
+    for id in ids {
+        if let Some(d) = coll.get_as::<TypedRow>(id.clone()).expect("get_as") {
+            black_box(d);
+            found += 1;
+        }
+    }
+    found
+}
+
+/// The same ids in one `get_many_as`.
+fn slate_lookups_batch_typed(coll: &Collection, ids: &[Bson]) -> usize {
+    let docs: Vec<Option<TypedRow>> = coll.get_many_as(ids).expect("get_many_as");
+    let found = docs.iter().filter(|d| d.is_some()).count();
+    black_box(&docs);
+    found
+}
+
 /// The same ids in one `get_many`.
 fn slate_lookups_batch(coll: &Collection, ids: &[Bson]) -> usize {
     let docs = coll.get_many(ids).expect("get_many");
@@ -351,6 +371,8 @@ fn find_query(
 fn queries(lookup_ids: Vec<i64>) -> Vec<Query> {
     let bson_ids: Vec<Bson> = lookup_ids.iter().map(|&i| Bson::Int64(i)).collect();
     let batch_ids = bson_ids.clone();
+    let typed_ids = bson_ids.clone();
+    let typed_batch_ids = bson_ids.clone();
     let batch_sql_ids = lookup_ids.clone();
     vec![
         find_query("full_scan", |c| c.find(doc! {}), ""),
@@ -423,13 +445,13 @@ fn queries(lookup_ids: Vec<i64>) -> Vec<Query> {
         Query {
             name: "point_lookups_1000",
             slate: Box::new(move |c| slate_lookups(c, &bson_ids)),
-            typed: None,
+            typed: Some(Box::new(move |c| slate_lookups_typed(c, &typed_ids))),
             sql: Box::new(move |conn| sql_lookups(conn, &lookup_ids)),
         },
         Query {
             name: "point_lookups_1000_batch",
             slate: Box::new(move |c| slate_lookups_batch(c, &batch_ids)),
-            typed: None,
+            typed: Some(Box::new(move |c| slate_lookups_batch_typed(c, &typed_batch_ids))),
             sql: Box::new(move |conn| sql_lookups_batch(conn, &batch_sql_ids)),
         },
         Query {

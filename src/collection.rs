@@ -1,7 +1,9 @@
 //! `Collection`: the handle for one collection's documents.
 
 use bson::{Bson, Document};
-use slate_core::{CollectionConfig, CollectionRead, Part};
+use serde::de::DeserializeOwned;
+use slate_core::value::Materializer;
+use slate_core::{CollectionConfig, CollectionRead, Part, RawDoc};
 
 use crate::{Db, Find, Result, UpdateResult};
 
@@ -159,9 +161,45 @@ impl Collection {
         Ok(None)
     }
 
+    /// [`get`](Self::get), deserialized into `T` (any serde type) with no
+    /// `Document` in between, as [`Find::run_as`] does. A stored document
+    /// that does not fit `T` is [`slate_query::Error::Decode`], naming its
+    /// `_id`.
+    pub fn get_as<T: DeserializeOwned>(&self, id: impl Into<Bson>) -> Result<Option<T>> {
+        let id = id.into();
+        let txn = self.db.inner.read_documents();
+        let read = txn.collection(&self.name)?;
+        for part in self.parts(&read)? {
+            if let Some(raw) = read.get_by_id(&part, &id)? {
+                let decoded = Materializer::with_thread_local(|m| read.deserialize_full_with::<T>(m, &raw))?;
+                return Ok(Some(
+                    decoded.map_err(|e| crate::find::decode_error::<T>(&raw, e))?,
+                ));
+            }
+        }
+        Ok(None)
+    }
+
+    /// [`get_many`](Self::get_many), each document deserialized into `T`
+    /// as [`get_as`](Self::get_as) does.
+    pub fn get_many_as<T: DeserializeOwned>(&self, ids: &[Bson]) -> Result<Vec<Option<T>>> {
+        self.get_many_with(ids, |read, mat, raw| {
+            let decoded = read.deserialize_full_with::<T>(mat, raw)?;
+            Ok(decoded.map_err(|e| crate::find::decode_error::<T>(raw, e))?)
+        })
+    }
+
     /// The documents with the given ids, in order (`None` where absent), from
     /// one snapshot with one batched read.
     pub fn get_many(&self, ids: &[Bson]) -> Result<Vec<Option<Document>>> {
+        self.get_many_with(ids, |read, mat, raw| Ok(read.materialize_full_with(mat, raw)?))
+    }
+
+    fn get_many_with<T>(
+        &self,
+        ids: &[Bson],
+        mut decode: impl FnMut(&CollectionRead<'_>, &mut Materializer, &RawDoc<'_>) -> Result<T>,
+    ) -> Result<Vec<Option<T>>> {
         let txn = self.db.inner.read_documents();
         let read = txn.collection(&self.name)?;
         let parts = self.parts(&read)?;
@@ -198,11 +236,11 @@ impl Collection {
         }
         let refs: Vec<&[u8]> = spans.iter().map(|&(s, e)| &bytes[s..e]).collect();
         let found = read.get_keys(&refs)?;
-        slate_core::value::Materializer::with_thread_local(|mat| -> Result<Vec<Option<Document>>> {
+        Materializer::with_thread_local(|mat| -> Result<Vec<Option<T>>> {
             let mut out = Vec::with_capacity(ids.len());
             for per_id in found.chunks(parts.len().max(1)) {
                 let doc = match per_id.iter().flatten().next() {
-                    Some(raw) => Some(read.materialize_full_with(mat, raw)?),
+                    Some(raw) => Some(decode(&read, mat, raw)?),
                     None => None,
                 };
                 out.push(doc);

@@ -166,20 +166,23 @@ fn decode_typed<T: DeserializeOwned>(
     projection: Option<&[String]>,
 ) -> slate_query::Result<T> {
     let decoded = read.deserialize_with::<T>(mat, doc, projection)?;
-    decoded.map_err(|e| {
-        let id = doc
-            .raw()
-            .ok()
-            .and_then(|raw| raw.get("_id").ok().flatten())
-            .and_then(|id| bson::Bson::try_from(id).ok())
-            .map_or_else(
-                || slate_core::KeyDisplay(&doc.key).to_string(),
-                |id| id.into_relaxed_extjson().to_string(),
-            );
-        slate_query::Error::Decode {
-            id,
-            type_name: std::any::type_name::<T>(),
-            reason: e.to_string(),
-        }
-    })
+    decoded.map_err(|e| decode_error::<T>(doc, e))
+}
+
+/// Why `doc` is not a `T`, naming its `_id`.
+pub(crate) fn decode_error<T>(doc: &RawDoc<'_>, e: slate_core::value::DeError) -> slate_query::Error {
+    let id = doc
+        .raw()
+        .ok()
+        .and_then(|raw| raw.get("_id").ok().flatten())
+        .and_then(|id| bson::Bson::try_from(id).ok())
+        .map_or_else(
+            || slate_core::KeyDisplay(&doc.key).to_string(),
+            |id| id.into_relaxed_extjson().to_string(),
+        );
+    slate_query::Error::Decode {
+        id,
+        type_name: std::any::type_name::<T>(),
+        reason: e.to_string(),
+    }
 }

@@ -484,6 +484,26 @@ impl<'t> CollectionRead<'t> {
         })
     }
 
+    /// What [`materialize_full_with`](Self::materialize_full_with) returns,
+    /// deserialized as `T`: straight from the stored bytes when the
+    /// collection has no vector field (none to re-attach), else through the
+    /// full document. The errors as for
+    /// [`deserialize_with`](Self::deserialize_with).
+    pub fn deserialize_full_with<T: serde::de::DeserializeOwned>(
+        &self,
+        m: &mut Materializer,
+        doc: &RawDoc<'_>,
+    ) -> Result<std::result::Result<T, crate::value::DeError>> {
+        if self.config.vectors.is_empty() {
+            return Ok(crate::value::from_raw(&doc.bytes));
+        }
+        let full = self.materialize_full_with(m, doc)?;
+        let bytes = RawDocumentBuf::from_document(&full).map_err(|e| Error::Corrupt {
+            what: format!("document {}: {e}", crate::KeyDisplay(&doc.key)),
+        })?;
+        Ok(crate::value::from_raw(bytes.as_bytes()))
+    }
+
     /// What [`materialize_with`](Self::materialize_with) returns,
     /// deserialized as `T` straight from the bytes. The outer error is the
     /// store's; the inner one says why the document does not fit `T`.

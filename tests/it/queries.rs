@@ -807,6 +807,43 @@ fn a_typed_find_reads_structs_and_names_the_document_that_does_not_fit() {
         "{items:?}"
     );
 
+    // Point reads into the same type.
+    let ada = Person {
+        id: 1,
+        name: "ada".into(),
+        age: Some(36),
+    };
+    assert_eq!(coll.get_as::<Person>(1).expect("get_as"), Some(ada));
+    assert_eq!(coll.get_as::<Person>(9).expect("get_as"), None);
+    assert!(
+        matches!(
+            coll.get_as::<Person>(3),
+            Err(slate::Error::Query(slate::query::Error::Decode { .. }))
+        ),
+        "name 7 is not a string"
+    );
+    let many: Vec<Option<Person>> = coll
+        .get_many_as(&[Bson::Int32(2), Bson::Int32(9), Bson::Int64(1)])
+        .expect("get_many_as");
+    assert_eq!(
+        many.iter().map(|p| p.as_ref().map(|p| p.id)).collect::<Vec<_>>(),
+        [Some(2), None, Some(1)]
+    );
+    // With a vector field, get_as reads what get returns: the vector re-attached.
+    let vecs =
+        t.db.create_collection(CollectionConfig::new("vecs").vector("v", 2, slate::Metric::L2))
+            .expect("create");
+    vecs.insert_one(doc! { "_id": 1, "v": [1.0, 2.0], "x": "y" })
+        .expect("insert");
+    let whole = vecs.get(1).expect("get").expect("present");
+    assert!(whole.contains_key("v"));
+    assert_eq!(vecs.get_as::<Document>(1).expect("get_as"), Some(whole.clone()));
+    assert_eq!(
+        vecs.get_many_as::<Document>(&[Bson::Int32(1)])
+            .expect("get_many_as"),
+        [Some(whole)]
+    );
+
     // A path listed twice is projected once, in every shape.
     let twice = || coll.find(doc! { "_id": 1 }).project(["name", "name"]);
     let want = doc! { "_id": 1, "name": "ada" };
