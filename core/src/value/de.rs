@@ -139,12 +139,19 @@ impl<'de> MapAccess<'de> for Listed<'de, '_> {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> DeResult<V::Value> {
-        let value = self
-            .pending
-            .take()
-            .ok_or_else(|| DeError("a value asked for before its key".into()))?;
-        seed.deserialize(value)
+        pending_value(&mut self.pending, seed)
     }
+}
+
+/// The value whose key a map access last handed out.
+fn pending_value<'de, V: DeserializeSeed<'de>>(
+    pending: &mut Option<Value<'de>>,
+    seed: V,
+) -> DeResult<V::Value> {
+    let value = pending
+        .take()
+        .ok_or_else(|| DeError("a value asked for before its key".into()))?;
+    seed.deserialize(value)
 }
 
 fn le_i32(b: &[u8], at: usize) -> DeResult<i32> {
@@ -469,11 +476,7 @@ impl<'de> MapAccess<'de> for Elements<'de> {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> DeResult<V::Value> {
-        let value = self
-            .pending
-            .take()
-            .ok_or_else(|| DeError("a value asked for before its key".into()))?;
-        seed.deserialize(value)
+        pending_value(&mut self.pending, seed)
     }
 }
 
