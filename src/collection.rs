@@ -150,15 +150,9 @@ impl Collection {
 
     /// The document with `_id` `id` (vector fields included).
     pub fn get(&self, id: impl Into<Bson>) -> Result<Option<Document>> {
-        let id = id.into();
-        let txn = self.db.inner.read_documents();
-        let read = txn.collection(&self.name)?;
-        for part in self.parts(&read)? {
-            if let Some(raw) = read.get_by_id(&part, &id)? {
-                return Ok(Some(read.materialize_full(&raw)?));
-            }
-        }
-        Ok(None)
+        self.get_with(id.into(), |read, mat, raw| {
+            Ok(read.materialize_full_with(mat, raw)?)
+        })
     }
 
     /// [`get`](Self::get), deserialized into `T` (any serde type) with no
@@ -166,27 +160,29 @@ impl Collection {
     /// that does not fit `T` is [`slate_query::Error::Decode`], naming its
     /// `_id`.
     pub fn get_as<T: DeserializeOwned>(&self, id: impl Into<Bson>) -> Result<Option<T>> {
-        let id = id.into();
-        let txn = self.db.inner.read_documents();
-        let read = txn.collection(&self.name)?;
-        for part in self.parts(&read)? {
-            if let Some(raw) = read.get_by_id(&part, &id)? {
-                let decoded = Materializer::with_thread_local(|m| read.deserialize_full_with::<T>(m, &raw))?;
-                return Ok(Some(
-                    decoded.map_err(|e| crate::find::decode_error::<T>(&raw, e))?,
-                ));
-            }
-        }
-        Ok(None)
+        self.get_with(id.into(), decode_full::<T>)
     }
 
     /// [`get_many`](Self::get_many), each document deserialized into `T`
     /// as [`get_as`](Self::get_as) does.
     pub fn get_many_as<T: DeserializeOwned>(&self, ids: &[Bson]) -> Result<Vec<Option<T>>> {
-        self.get_many_with(ids, |read, mat, raw| {
-            let decoded = read.deserialize_full_with::<T>(mat, raw)?;
-            Ok(decoded.map_err(|e| crate::find::decode_error::<T>(raw, e))?)
-        })
+        self.get_many_with(ids, decode_full::<T>)
+    }
+
+    /// The document with `_id` `id`, made by `decode`.
+    fn get_with<T>(
+        &self,
+        id: Bson,
+        decode: impl FnOnce(&CollectionRead<'_>, &mut Materializer, &RawDoc<'_>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let txn = self.db.inner.read_documents();
+        let read = txn.collection(&self.name)?;
+        for part in self.parts(&read)? {
+            if let Some(raw) = read.get_by_id(&part, &id)? {
+                return Materializer::with_thread_local(|m| decode(&read, m, &raw)).map(Some);
+            }
+        }
+        Ok(None)
     }
 
     /// The documents with the given ids, in order (`None` where absent), from
@@ -320,4 +316,14 @@ impl Collection {
     pub fn drop_index(&self, field: &str) -> Result<()> {
         self.db.transaction(|t| t.drop_index(&self.name, field))
     }
+}
+
+/// A document as `get` returns it, deserialized into `T`.
+fn decode_full<T: DeserializeOwned>(
+    read: &CollectionRead<'_>,
+    mat: &mut Materializer,
+    raw: &RawDoc<'_>,
+) -> Result<T> {
+    let decoded = read.deserialize_full_with::<T>(mat, raw)?;
+    Ok(decoded.map_err(|e| crate::find::decode_error::<T>(raw, e))?)
 }

@@ -478,10 +478,7 @@ impl<'t> CollectionRead<'t> {
             }
             return Ok(out);
         }
-        let projected = self.materialize_with(m, doc, projection)?;
-        RawDocumentBuf::from_document(&projected).map_err(|e| Error::Corrupt {
-            what: format!("document {}: {e}", crate::KeyDisplay(&doc.key)),
-        })
+        encode(&self.materialize_with(m, doc, projection)?, &doc.key)
     }
 
     /// What [`materialize_full_with`](Self::materialize_full_with) returns,
@@ -497,10 +494,7 @@ impl<'t> CollectionRead<'t> {
         if self.config.vectors.is_empty() {
             return Ok(crate::value::from_raw(&doc.bytes));
         }
-        let full = self.materialize_full_with(m, doc)?;
-        let bytes = RawDocumentBuf::from_document(&full).map_err(|e| Error::Corrupt {
-            what: format!("document {}: {e}", crate::KeyDisplay(&doc.key)),
-        })?;
+        let bytes = encode(&self.materialize_full_with(m, doc)?, &doc.key)?;
         Ok(crate::value::from_raw(bytes.as_bytes()))
     }
 
@@ -554,6 +548,13 @@ impl<'t> CollectionRead<'t> {
     }
 }
 
+/// `doc` (read from document key `key`) as BSON bytes.
+fn encode(doc: &Document, key: &[u8]) -> Result<RawDocumentBuf> {
+    RawDocumentBuf::from_document(doc).map_err(|e| Error::Corrupt {
+        what: format!("document {}: {e}", crate::KeyDisplay(key)),
+    })
+}
+
 fn corrupt(e: bson::raw::Error) -> Error {
     Error::Corrupt { what: e.to_string() }
 }
@@ -563,41 +564,15 @@ fn corrupt(e: bson::raw::Error) -> Error {
 /// in `RawDocument::get`).
 fn top_level_values<'r>(
     raw: &'r RawDocument,
-    fields: &'r [String],
+    fields: &[String],
 ) -> Result<impl Iterator<Item = (&'r str, RawBsonRef<'r>)> + Clone> {
-    let mut id = None;
-    let mut found: Vec<Option<RawBsonRef<'r>>> = vec![None; fields.len()];
-    let mut missing = distinct(fields);
-    for element in raw {
-        let (key, value) = element.map_err(corrupt)?;
-        if key == "_id" {
-            id.get_or_insert(value);
-        } else {
-            // A name listed twice is found (and projected) once.
-            if let Some(i) = fields.iter().position(|f| f == key) {
-                if found[i].is_none() {
-                    found[i] = Some(value);
-                    missing -= 1;
-                }
-            }
-        }
-        // The first of each field wins, so the rest cannot change the result.
-        if missing == 0 && id.is_some() {
-            break;
-        }
-    }
-    let rest = fields
-        .iter()
-        .zip(found)
-        .filter_map(|(f, v)| v.map(|v| (f.as_str(), v)));
-    Ok(id.map(|v| ("_id", v)).into_iter().chain(rest))
-}
-
-/// How many different names `fields` lists.
-pub(crate) fn distinct(fields: &[String]) -> usize {
-    (0..fields.len())
-        .filter(|&i| !fields[..i].contains(&fields[i]))
-        .count()
+    let mut found = vec![None; fields.len()];
+    let elements = raw.into_iter().map(|e| e.map_err(corrupt));
+    let id = crate::value::pick_top_level(elements, fields, &mut found)?;
+    Ok(id
+        .map(|v| ("_id", v))
+        .into_iter()
+        .chain(found.into_iter().flatten()))
 }
 
 fn project_top_level(m: &mut Materializer, raw: &RawDocument, fields: &[String]) -> Result<Document> {

@@ -272,10 +272,15 @@ fn rows_of(view: &CacheView, keys: &[Vec<u8>]) -> Vec<RowId> {
 /// estimates.
 const TAGGED_COUNT_CAP: u64 = 64;
 
-/// The tag ranges that select what an index scan of `field` over
-/// `intervals` reads, in every partition.
-fn tag_ranges(parts: &[Part], field: &str, intervals: &[crate::Interval]) -> Vec<KeyRange> {
-    parts
+/// Runs `f` on the tag ranges that select what an index scan of `field`
+/// over `intervals` reads, in every partition.
+fn with_tag_ranges<R>(
+    parts: &[Part],
+    field: &str,
+    intervals: &[crate::Interval],
+    f: impl FnOnce(&[TagRange<'_>]) -> R,
+) -> R {
+    let ranges: Vec<KeyRange> = parts
         .iter()
         .flat_map(|part| {
             intervals.iter().map(move |iv| {
@@ -283,11 +288,8 @@ fn tag_ranges(parts: &[Part], field: &str, intervals: &[crate::Interval]) -> Vec
                 slate_core::keys::index_value_range(part.as_bytes(), field, lo, hi)
             })
         })
-        .collect()
-}
-
-fn tag_bounds(ranges: &[KeyRange]) -> Vec<TagRange<'_>> {
-    ranges
+        .collect();
+    let bounds: Vec<TagRange<'_>> = ranges
         .iter()
         .map(|r| {
             (
@@ -295,7 +297,8 @@ fn tag_bounds(ranges: &[KeyRange]) -> Vec<TagRange<'_>> {
                 r.end.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
             )
         })
-        .collect()
+        .collect();
+    f(&bounds)
 }
 
 /// How many rows an index source selects, from the row tags: the posting
@@ -310,10 +313,10 @@ fn tagged_estimate(view: &CacheView, parts: &[Part], source: &Source) -> Option<
             capped: false,
             ..
         } if view.tags_cover(field) => Some((*estimate as usize, None)),
-        Source::IndexScan { field, intervals, .. } => {
-            let ranges = tag_ranges(parts, field, intervals);
-            Some((view.tagged_count(field, &tag_bounds(&ranges))?, None))
-        }
+        Source::IndexScan { field, intervals, .. } => Some((
+            with_tag_ranges(parts, field, intervals, |r| view.tagged_count(field, r))?,
+            None,
+        )),
         _ => tagged_rows(view, parts, source).map(|rows| (rows.len(), Some(rows))),
     }
 }
@@ -351,9 +354,8 @@ fn tagged_rows(view: &CacheView, parts: &[Part], source: &Source) -> Option<Vec<
         }
         Source::Scan { .. } => return None,
     };
-    let ranges = tag_ranges(parts, field, intervals);
     // Gather and the masked scan check each row's visibility as they read it.
-    view.tagged_candidates(field, &tag_bounds(&ranges))
+    with_tag_ranges(parts, field, intervals, |r| view.tagged_candidates(field, r))
 }
 
 /// The candidate rows of gather and bitmap, and where they came from: the
@@ -469,8 +471,7 @@ pub fn search(
     };
     // With tags, an index predicate is counted from its posting lists.
     let count_tags = |field: &str, intervals: &[crate::Interval]| {
-        let ranges = tag_ranges(parts, field, intervals);
-        view.tagged_count(field, &tag_bounds(&ranges)).map(|n| n as u64)
+        with_tag_ranges(parts, field, intervals, |r| view.tagged_count(field, r)).map(|n| n as u64)
     };
     let counter: Option<crate::plan::Counter<'_>> = if all_tagged { Some(&count_tags) } else { None };
     let source = match &spec.filter {

@@ -83,25 +83,8 @@ pub fn from_raw_fields<T: DeserializeOwned>(doc: &[u8], fields: &[String]) -> De
         heap.resize(fields.len(), None);
         &mut heap
     };
-    let mut id = None;
-    let mut missing = crate::read::distinct(fields);
-    while let Some((key, value)) = elements.next_element()? {
-        if key == "_id" {
-            id.get_or_insert(value);
-        } else {
-            // A name listed twice is found (and handed over) once.
-            if let Some(i) = fields.iter().position(|f| f == key) {
-                if found[i].is_none() {
-                    found[i] = Some((key, value));
-                    missing -= 1;
-                }
-            }
-        }
-        // The first of each name wins, so the rest cannot change the result.
-        if missing == 0 && id.is_some() {
-            break;
-        }
-    }
+    let elements = std::iter::from_fn(|| elements.next_element().transpose());
+    let id = super::project::pick_top_level(elements, fields, found)?;
     T::deserialize(MapAccessDeserializer::new(Listed {
         id,
         found,

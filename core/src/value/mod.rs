@@ -32,7 +32,7 @@ pub use encoding::{decode_value, encode_id, encode_id_into, encode_key_value, en
 pub use materialize::{to_bson, Materializer, RawResult};
 pub use order::{bracket, compare, TypeBracket};
 pub use path::{index_values, lookup_path, visit_path, FieldPath, LeafArrays, PathValue};
-pub(crate) use project::project_path;
+pub(crate) use project::{pick_top_level, project_path};
 
 /// Errors of the value layer: bad `_id` types, undecodable key bytes, bad field paths.
 #[derive(Debug, thiserror::Error)]

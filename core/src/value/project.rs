@@ -11,6 +11,37 @@ use bson::{Bson, Document, RawArray, RawBsonRef, RawDocument};
 
 use super::materialize::{to_bson, RawResult};
 
+/// One pass over a document's `elements` for a top-level projection: returns
+/// the first `_id`, and puts in `found[i]` the first element named
+/// `fields[i]` (a name listed twice is filled once, at its first place, as
+/// `RawDocument::get` reads the first of duplicate names). Stops as soon as
+/// the rest of the document cannot change the result.
+pub(crate) fn pick_top_level<'a, V: Copy, E>(
+    elements: impl IntoIterator<Item = Result<(&'a str, V), E>>,
+    fields: &[String],
+    found: &mut [Option<(&'a str, V)>],
+) -> Result<Option<V>, E> {
+    let mut id = None;
+    let mut missing = (0..fields.len())
+        .filter(|&i| !fields[..i].contains(&fields[i]))
+        .count();
+    for element in elements {
+        let (key, value) = element?;
+        if key == "_id" {
+            id.get_or_insert(value);
+        } else if let Some(i) = fields.iter().position(|f| f == key) {
+            if found[i].is_none() {
+                found[i] = Some((key, value));
+                missing -= 1;
+            }
+        }
+        if missing == 0 && id.is_some() {
+            break;
+        }
+    }
+    Ok(id)
+}
+
 /// Copies the values at `path` in `raw` into `out`, merging with what earlier
 /// paths put there. The first of duplicate field names is read.
 pub(crate) fn project_path(out: &mut Document, raw: &RawDocument, path: &str) -> RawResult<()> {
