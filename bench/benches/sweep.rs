@@ -1,7 +1,10 @@
 //! Criterion form of the hybrid selectivity sweep (issue 5): at each
 //! selectivity from 100% to 0.01%, indexed and not, one group timing every
 //! forced strategy, auto, and the references that are handed the matching
-//! rows. First prints the planner's cost constants measured on this machine
+//! rows. Consecutive queries at a point use disjoint filters of the same
+//! selectivity (`sweep::WINDOWS` at most), each handed to the reference with
+//! its own rows, so that neither side finds the last query's rows in cache.
+//! First prints the planner's cost constants measured on this machine
 //! beside the ones `CostModel` uses.
 //!
 //! `bash scripts/bench.sh sweep` (100k × 384, k = 10, one thread per query);
@@ -68,7 +71,6 @@ fn bench(c: &mut Criterion) {
             let mut group = c.benchmark_group(name);
             group.throughput(Throughput::Elements(1));
             group.sample_size(20);
-            let filter = sweep::filter_for(s, indexed);
             for strategy in STRATEGIES {
                 if !point.usable.contains(&strategy) {
                     continue;
@@ -77,8 +79,12 @@ fn bench(c: &mut Criterion) {
                 group.bench_function(strategy.to_string(), |b| {
                     b.iter(|| {
                         i += 1;
-                        data.slate(&data.queries[i % data.queries.len()], &filter, strategy)
-                            .expect("search")
+                        data.slate(
+                            &data.queries[i % data.queries.len()],
+                            &point.window(i).filter,
+                            strategy,
+                        )
+                        .expect("search")
                     })
                 });
             }
@@ -86,7 +92,7 @@ fn bench(c: &mut Criterion) {
             group.bench_function("reference-gather", |b| {
                 b.iter(|| {
                     i += 1;
-                    data.reference_gather(&data.queries[i % data.queries.len()], &point.rows)
+                    data.reference_gather(&data.queries[i % data.queries.len()], &point.window(i).rows)
                         .expect("reference")
                 })
             });
@@ -94,7 +100,7 @@ fn bench(c: &mut Criterion) {
             group.bench_function("reference-mask", |b| {
                 b.iter(|| {
                     i += 1;
-                    data.reference_mask(&data.queries[i % data.queries.len()], &point.mask)
+                    data.reference_mask(&data.queries[i % data.queries.len()], &point.window(i).mask)
                         .expect("reference")
                 })
             });
