@@ -377,6 +377,38 @@ impl ArenaSnapshot {
         self.one(row).map_or(UNSET, |s| s.died(0))
     }
 
+    /// Asks the CPU to start loading `row`'s vector and versions into cache
+    /// (a hint: never faults, changes nothing); a no-op past the rows or
+    /// off x86-64.
+    #[inline]
+    pub(crate) fn prefetch(&self, row: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            if row >= self.rows {
+                return;
+            }
+            let Some(chunk) = self.chunks.get(row / self.chunk_rows) else {
+                return;
+            };
+            let i = row % self.chunk_rows;
+            let start = i * self.dim;
+            let data = chunk.data[start..start + self.dim].as_ptr().cast::<i8>();
+            let bytes = self.dim * mem::size_of::<f32>();
+            for offset in (0..bytes).step_by(64) {
+                // SAFETY: a prefetch reads nothing the program sees and never
+                // faults; the address lies inside this row's slice.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(data.wrapping_add(offset)) };
+            }
+            for versions in [&chunk.born[i], &chunk.died[i]] {
+                // SAFETY: as above, the address of a live atomic.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(versions).cast::<i8>()) };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = row;
+    }
+
     /// Whether `row` (below [`rows`](Self::rows)) is visible at `version`:
     /// two atomic loads, no slices built.
     #[inline]

@@ -88,6 +88,21 @@ impl RowMask {
     }
 }
 
+impl RowMask {
+    /// Appends the rows in the mask to `out`, ascending: what
+    /// [`iter`](Self::iter) yields, in one tight loop over the words.
+    pub fn extend_rows(&self, out: &mut Vec<RowId>) {
+        for (wi, &w) in self.words.iter().enumerate() {
+            let base = (wi * 64) as u32;
+            let mut bits = w;
+            while bits != 0 {
+                out.push(RowId(base + bits.trailing_zeros()));
+                bits &= bits - 1;
+            }
+        }
+    }
+}
+
 impl FromIterator<RowId> for RowMask {
     fn from_iter<T: IntoIterator<Item = RowId>>(iter: T) -> Self {
         let mut mask = RowMask::default();
@@ -122,6 +137,9 @@ mod tests {
             m.iter().collect::<Vec<_>>(),
             [0, 63, 64, 99, 200].map(RowId).to_vec()
         );
+        let mut rows = vec![RowId(7)];
+        m.extend_rows(&mut rows);
+        assert_eq!(rows, [7, 0, 63, 64, 99, 200].map(RowId).to_vec());
         let n: RowMask = [RowId(3), RowId(1)].into_iter().collect();
         assert_eq!(n.iter().collect::<Vec<_>>(), vec![RowId(1), RowId(3)]);
         assert!(RowMask::new(0).is_empty());

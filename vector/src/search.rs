@@ -196,7 +196,17 @@ impl CacheView {
         let kernel = self.metric().kernel();
         let mut top = TopK::with_k(k);
         let mut stats = SearchStats::default();
-        for &row in rows.iter() {
+        // Rows are scattered: each one's vector is asked for a few rows
+        // ahead, so its loads overlap the distances before it (4 measured
+        // best of 1, 2, 4 and 8 at 1% and 0.1% of 100k × 384 rows).
+        const AHEAD: usize = 4;
+        for &row in rows.iter().take(AHEAD) {
+            self.snap.prefetch(row.index());
+        }
+        for (i, &row) in rows.iter().enumerate() {
+            if let Some(next) = rows.get(i + AHEAD) {
+                self.snap.prefetch(next.index());
+            }
             let Some(seg) = self.snap.segment(row.index()..row.index() + 1) else {
                 continue;
             };

@@ -186,10 +186,12 @@ impl CacheView {
             return Some(rows.into_iter().map(RowId).collect());
         }
         let mut seen = RowMask::new(n);
-        for r in rows {
+        for &r in &rows {
             seen.set(RowId(r));
         }
-        Some(seen.iter().collect())
+        let mut out = Vec::with_capacity(m);
+        seen.extend_rows(&mut out);
+        Some(out)
     }
 
     /// The visible rows, ascending.
