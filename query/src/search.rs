@@ -358,6 +358,39 @@ fn tagged_rows(view: &CacheView, parts: &[Part], source: &Source) -> Option<Vec<
     with_tag_ranges(parts, field, intervals, |r| view.tagged_candidates(field, r))
 }
 
+/// [`tagged_rows`] as a mask of the view's rows, for the bitmap scan: an
+/// index scan's posting lists set their rows straight into it, and a merge
+/// intersects or unites its inputs' masks word by word.
+fn tagged_mask(view: &CacheView, parts: &[Part], source: &Source) -> Option<RowMask> {
+    match source {
+        Source::IndexScan { field, intervals, .. } => {
+            with_tag_ranges(parts, field, intervals, |r| view.tagged_candidate_mask(field, r))
+        }
+        Source::IndexMerge { op, inputs, .. } => {
+            let mut masks = inputs.iter().map(|s| tagged_mask(view, parts, s));
+            let mut acc = masks.next()??;
+            for mask in masks {
+                let mask = mask?;
+                match op {
+                    MergeOp::And => acc.intersect(&mask),
+                    MergeOp::Or => acc.union(&mask),
+                }
+            }
+            Some(acc)
+        }
+        Source::Scan { .. } => None,
+    }
+}
+
+/// A mask of the view's rows holding `rows`.
+fn mask_of(view: &CacheView, rows: Vec<RowId>) -> RowMask {
+    let mut mask = RowMask::new(view.row_count());
+    for row in rows {
+        mask.set(row);
+    }
+    mask
+}
+
 /// The candidate rows of gather and bitmap, and where they came from: the
 /// row tags (`tagged`, when the estimate already merged them, or read now),
 /// else the index, else (no index) a pass over the documents.
@@ -629,13 +662,19 @@ pub fn search(
                     reason: "the bitmap strategy needs a filter an index can narrow".into(),
                 });
             };
-            let (rows, from) =
-                candidate_rows(&view, read, parts, Some(source), merged_rows.take(), &checker)?;
+            // A merge's rows were read for its estimate already.
+            let tagged = match merged_rows.take() {
+                Some(rows) => Some(mask_of(&view, rows)),
+                None => tagged_mask(&view, parts, source),
+            };
+            let (mask, from) = match tagged {
+                Some(mask) => (mask, "row tags"),
+                None => {
+                    let (rows, from) = candidate_rows(&view, read, parts, Some(source), None, &checker)?;
+                    (mask_of(&view, rows), from)
+                }
+            };
             explain.candidates_from = from;
-            let mut mask = RowMask::new(view.row_count());
-            for row in rows {
-                mask.set(row);
-            }
             let check = |_: RowId, key: &[u8]| checker.accepts(key);
             let pass = |_: RowId, _: &[u8]| true;
             let pred: RowPredicate<'_> = if exact { &pass } else { &check };

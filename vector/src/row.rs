@@ -89,6 +89,24 @@ impl RowMask {
 }
 
 impl RowMask {
+    /// Keeps only the rows also in `other`.
+    pub fn intersect(&mut self, other: &RowMask) {
+        for (i, w) in self.words.iter_mut().enumerate() {
+            *w &= other.words.get(i).copied().unwrap_or(0);
+        }
+    }
+
+    /// Adds every row of `other` (growing to cover its rows).
+    pub fn union(&mut self, other: &RowMask) {
+        if other.len > self.len {
+            self.len = other.len;
+            self.words.resize(other.words.len(), 0);
+        }
+        for (w, o) in self.words.iter_mut().zip(&other.words) {
+            *w |= o;
+        }
+    }
+
     /// Appends the rows in the mask to `out`, ascending: what
     /// [`iter`](Self::iter) yields, in one tight loop over the words.
     pub fn extend_rows(&self, out: &mut Vec<RowId>) {
@@ -141,6 +159,20 @@ mod tests {
         m.extend_rows(&mut rows);
         assert_eq!(rows, [7, 0, 63, 64, 99, 200].map(RowId).to_vec());
         let n: RowMask = [RowId(3), RowId(1)].into_iter().collect();
+        let wide: RowMask = [RowId(1), RowId(64), RowId(300)].into_iter().collect();
+        let mut both = n.clone();
+        both.intersect(&wide);
+        assert_eq!(both.iter().collect::<Vec<_>>(), [RowId(1)]);
+        let mut either = n.clone();
+        either.union(&wide);
+        assert_eq!(either.len(), 301);
+        assert_eq!(
+            either.iter().collect::<Vec<_>>(),
+            [1, 3, 64, 300].map(RowId).to_vec()
+        );
+        let mut narrow = wide.clone();
+        narrow.intersect(&n);
+        assert_eq!(narrow.iter().collect::<Vec<_>>(), [RowId(1)]);
         assert_eq!(n.iter().collect::<Vec<_>>(), vec![RowId(1), RowId(3)]);
         assert!(RowMask::new(0).is_empty());
     }

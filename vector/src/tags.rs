@@ -71,9 +71,14 @@ impl TagIndex {
 
     /// The rows of every tag in `ranges`, unsorted, possibly repeated.
     pub(crate) fn rows_in(&self, ranges: &[TagRange<'_>], out: &mut Vec<u32>) {
+        self.lists_in(ranges, |rows| out.extend_from_slice(rows));
+    }
+
+    /// Calls `f` with the posting list of every tag in `ranges`.
+    pub(crate) fn lists_in(&self, ranges: &[TagRange<'_>], mut f: impl FnMut(&[u32])) {
         for &range in ranges.iter().filter(|r| !is_empty(r)) {
             for rows in self.postings.range::<[u8], _>(range).map(|(_, rows)| rows) {
-                out.extend_from_slice(rows);
+                f(rows);
             }
         }
     }

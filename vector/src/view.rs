@@ -155,6 +155,29 @@ impl CacheView {
         self.tagged(field, ranges, false)
     }
 
+    /// [`tagged_candidates`](Self::tagged_candidates) as a mask of the
+    /// view's rows, set straight from the posting lists: for a bitmap scan,
+    /// which checks each row's visibility as it reads the row.
+    pub fn tagged_candidate_mask(&self, field: &str, ranges: &[TagRange<'_>]) -> Option<RowMask> {
+        let tags = self
+            .generation
+            .tags
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !tags.covers(field) {
+            return None;
+        }
+        // Rows linked after this view's snapshot lie past its rows.
+        let n = self.snap.rows();
+        let mut mask = RowMask::new(n);
+        tags.lists_in(ranges, |rows| {
+            for &r in rows.iter().take_while(|&&r| (r as usize) < n) {
+                mask.set(RowId(r));
+            }
+        });
+        Some(mask)
+    }
+
     fn tagged(&self, field: &str, ranges: &[TagRange<'_>], visible_only: bool) -> Option<Vec<RowId>> {
         let mut rows = Vec::new();
         {
