@@ -310,7 +310,9 @@ impl SweepData {
         })?);
         // A candidate: gather over an exact 10% filter pays a posting-list
         // entry and a visibility check per candidate, plus its distance.
-        let ten = filter_for(0.1, true, 0);
+        // (One-sided filters, as when the constants were first measured: a
+        // second bound costs each document check a second comparison.)
+        let ten = doc! { "bucket": { "$lt": 1_000 } };
         let (_, ex) = self.slate_explain(&q[0], &ten, Strategy::Gather)?;
         let gather = secs(time_qps(q, t, |_, query| {
             self.slate(query, &ten, Strategy::Gather)?;
@@ -318,7 +320,7 @@ impl SweepData {
         })?);
         // A point check: a lazy scan under a filter (unindexed) that almost no
         // row passes checks nearly every row's document by key.
-        let rare = filter_for(0.0001, false, 0);
+        let rare = doc! { "ubucket": { "$lt": 1 } };
         let (_, lazy) = self.slate_explain(&q[0], &rare, Strategy::Scan)?;
         let scan = secs(time_qps(q, t, |_, query| {
             self.slate(query, &rare, Strategy::Scan)?;

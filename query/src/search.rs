@@ -492,6 +492,9 @@ pub fn search(
     if read.on_disk() {
         model = model.on_disk();
     }
+    // Gather without an index finds its rows by the matching documents'
+    // ids, tags or not.
+    let id_lookup = model.candidate;
     if all_tagged {
         model = model.tagged();
     }
@@ -589,7 +592,7 @@ pub fn search(
     } else {
         // No index: the raw tier reads every document to find the matches,
         // then looks up their rows and computes their distances.
-        Some(n * model.doc_scan + m * (model.candidate + 1.0))
+        Some(n * model.doc_scan + m * (id_lookup + 1.0))
     };
     let bitmap_cost = if exact {
         Some(cand * model.candidate + (n * model.mask_skip + cand) / par)

@@ -350,6 +350,46 @@ fn merges_of_tagged_fields_come_from_the_tags_beside_an_untagged_index() {
     }
 }
 
+/// Gather under a filter no index narrows reads every document and finds
+/// the matches' rows by id: its estimated cost is the same whether or not
+/// the collection's indexes are on the rows as tags (the tags make index
+/// candidates cheap, not these).
+#[test]
+fn an_unindexed_gather_costs_the_same_with_or_without_tags() {
+    let docs = hybrid_docs();
+    let filter = doc! { "meta.score": { "$lt": 100 } };
+    let query = [1.0f32, 0.0, -1.0, 2.0, 0.5, -3.0, 4.0, 1.0];
+    let gather_cost = |index_first: bool| {
+        let db = Db::memory();
+        let config = CollectionConfig::new("h").vector("v", 8, Metric::L2);
+        let coll = db
+            .create_collection(if index_first { config.index("tier") } else { config })
+            .expect("create");
+        coll.insert_many(docs.clone()).expect("insert");
+        if !index_first {
+            coll.create_index("tier").expect("index");
+        }
+        let (_, explain) = coll
+            .search("v", &query)
+            .k(10)
+            .filter(filter.clone())
+            .explain()
+            .expect("search");
+        assert_eq!(explain.estimated_by, "sample");
+        explain
+            .costs
+            .iter()
+            .find(|(s, _)| *s == Strategy::Gather)
+            .and_then(|(_, c)| *c)
+            .expect("a gather cost")
+    };
+    let (tagged, untagged) = (gather_cost(true), gather_cost(false));
+    assert!(
+        (tagged - untagged).abs() <= 1e-9 * untagged,
+        "gather cost {tagged} with tags, {untagged} without"
+    );
+}
+
 #[test]
 fn bad_vectors_and_queries_are_refused_and_change_nothing() {
     let db = Db::memory();
