@@ -29,7 +29,7 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
     let model = slate::query::CostModel::for_dim(config.dim);
     eprintln!(
         "calibration at {} x {}: row {:.1} ns; in rows: doc_check {:.2} (model {:.2}), doc_scan {:.2} \
-         (model {:.2}), tagged_candidate {:.2} (model {:.2}), mask_skip {:.4} (model {:.4})",
+         (model {:.2}), gather_row {:.2} (model {:.2}), mask_row {:.2} (model {:.2}), mask_skip {:.4} (model {:.4})",
         config.n,
         config.dim,
         cal.row_nanos,
@@ -37,8 +37,10 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
         model.doc_check,
         cal.doc_scan,
         model.doc_scan,
-        cal.tagged_candidate,
-        model.tagged_candidate,
+        cal.gather_row,
+        model.gather_row,
+        cal.mask_row,
+        model.mask_row,
         cal.mask_skip,
         model.mask_skip
     );

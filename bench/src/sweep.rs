@@ -309,15 +309,22 @@ impl SweepData {
             Ok(())
         })?);
         // A candidate: gather over an exact 10% filter pays a posting-list
-        // entry and a visibility check per candidate, plus its distance.
-        // (One-sided filters, as when the constants were first measured: a
-        // second bound costs each document check a second comparison.)
-        let ten = doc! { "bucket": { "$lt": 1_000 } };
-        let (_, ex) = self.slate_explain(&q[0], &ten, Strategy::Gather)?;
-        let gather = secs(time_qps(q, t, |_, query| {
-            self.slate(query, &ten, Strategy::Gather)?;
+        // entry and a visibility check per candidate, plus its distance; the
+        // masked scan of the same rows pays its skips and the distances. Both
+        // rotate through the sweep's windows, so that neither finds the last
+        // query's rows in cache.
+        let (_, ex) = self.slate_explain(&q[0], &filter_for(0.1, true, 0), Strategy::Gather)?;
+        let cands = ex.rows_scanned.max(1) as f64;
+        let gather = secs(time_qps(q, t, |i, query| {
+            self.slate(query, &filter_for(0.1, true, i), Strategy::Gather)?;
             Ok(())
         })?);
+        let masked = secs(time_qps(q, t, |i, query| {
+            self.slate(query, &filter_for(0.1, true, i), Strategy::Bitmap)?;
+            Ok(())
+        })?);
+        // (One-sided filters below, as when the document constants were first
+        // measured: a second bound costs each check a second comparison.)
         // A point check: a lazy scan under a filter (unindexed) that almost no
         // row passes checks nearly every row's document by key.
         let rare = doc! { "ubucket": { "$lt": 1 } };
@@ -335,7 +342,8 @@ impl SweepData {
         Ok(Calibration {
             row_nanos: row * 1e9,
             mask_skip: skipped / n / row,
-            tagged_candidate: (gather / (ex.rows_scanned.max(1) as f64) / row - 1.0).max(0.0),
+            gather_row: gather / cands / row,
+            mask_row: ((masked - skipped) / cands / row).max(0.0),
             doc_check: ((scan - all) / (lazy.docs_checked.max(1) as f64) / row).max(0.0),
             doc_scan: raw / n / row,
         })
@@ -454,11 +462,15 @@ pub struct Calibration {
     pub row_nanos: f64,
     /// A row skipped by a bitmap test.
     pub mask_skip: f64,
-    /// A candidate row taken from the row tags (beyond its distance): the
-    /// sweep's rows are written in-process, so they carry their tags. The
-    /// index path's `candidate` constant was calibrated before the tags
-    /// (commit 561b458) and is not measured here.
-    pub tagged_candidate: f64,
+    /// A candidate row of a masked scan (its distance, read a few rows
+    /// apart from the last), beyond the skips.
+    pub mask_row: f64,
+    /// A row gathered from the row tags under an exact filter: its tag
+    /// entry, its visibility check and its distance, on a row read from
+    /// wherever it lies (the sweep's rows are written in-process, so they
+    /// carry their tags). The index path's `candidate` constant was
+    /// calibrated before the tags (commit 561b458) and is not measured here.
+    pub gather_row: f64,
     /// A document read by key and checked against the filter.
     pub doc_check: f64,
     /// A document read and checked during a sequential scan.

@@ -157,15 +157,19 @@ impl std::fmt::Display for SearchExplain {
     }
 }
 
+/// [`CostModel::doc_scan`] at dim 384.
+const DOC_SCAN: f64 = 1.0;
+
 /// Relative costs, in units of one row scanned (a distance on `dim` floats
 /// read sequentially). Measured by the calibration in `bench/src/sweep.rs`
 /// (`SweepData::calibrate`, printed by `bash scripts/bench.sh sweep`) on the
 /// 2-core development machine at 100k rows × 384 (MemoryStore, one thread,
-/// mimalloc as in Slate's binaries; three runs: row 121–126 ns, doc_check
-/// 2.68–2.80, doc_scan 0.85–0.90, candidate 1.91–1.97, mask_skip
-/// 0.0097–0.0104), and scaled by dimension. Under glibc malloc the
-/// per-document steps cost about twice as much (doc_check 4.4–5.3, doc_scan
-/// 2.0–2.2, candidate 5.5–6.8). Recorded in BENCHMARKS.md.
+/// mimalloc as in Slate's binaries), and scaled by dimension. Since scans and
+/// gather prefetch a few rows ahead (two runs: row 105–111 ns, doc_check
+/// 2.55–2.73, doc_scan 0.98–1.01, gather_row 1.87–1.93, mask_row
+/// 1.44–1.62, mask_skip 0.0007–0.0008); `candidate` and `tagged_candidate`
+/// from before (three runs, row 121–126 ns: 1.91–1.97 and 0.00–0.01). Under glibc malloc the per-document steps
+/// cost about twice as much. Recorded in BENCHMARKS.md.
 #[derive(Debug, Clone, Copy)]
 pub struct CostModel {
     /// One document fetched by key and checked against the filter (a lazy
@@ -177,12 +181,16 @@ pub struct CostModel {
     pub candidate: f64,
     /// One row skipped by a bitmap test.
     pub mask_skip: f64,
+    /// One candidate row of a bitmap scan: its distance, on a row read a
+    /// few rows past the last one rather than right after it.
+    pub mask_row: f64,
     /// One candidate row taken from the cache's row tags instead of the
-    /// index (a posting-list entry and a visibility check). Calibrated at
-    /// 0.00–0.01 once the rows come out ascending (commit 59ca172; 0.12
-    /// before): next to its distance, a tagged candidate costs nothing
-    /// measurable.
+    /// index: a posting-list entry (measured with the rows in cache, where
+    /// the gathered row cost no more than a scanned one).
     pub tagged_candidate: f64,
+    /// One row gathered: its distance, on a row read from wherever it lies
+    /// (rather than right after the last one), with its visibility check.
+    pub gather_row: f64,
 }
 
 impl CostModel {
@@ -191,11 +199,15 @@ impl CostModel {
     pub fn for_dim(dim: usize) -> Self {
         let scale = 384.0 / dim.max(1) as f64;
         Self {
-            doc_check: 2.75 * scale,
-            doc_scan: 0.87 * scale,
+            doc_check: 2.7 * scale,
+            doc_scan: DOC_SCAN * scale,
             candidate: 1.93 * scale,
-            mask_skip: 0.010 * scale,
+            mask_skip: 0.00075 * scale,
+            // Mostly a distance: not scaled.
+            mask_row: 1.55,
             tagged_candidate: 0.01 * scale,
+            // Mostly a distance and a scattered read: not scaled.
+            gather_row: 1.9,
         }
     }
 
@@ -207,7 +219,7 @@ impl CostModel {
     /// (1.42 µs of a thread per check), a pass over the 100k documents
     /// 23.9 ms (239 ns each), against 120 ns a row.
     pub fn on_disk(self) -> Self {
-        let scale = self.doc_scan / 0.87;
+        let scale = self.doc_scan / DOC_SCAN;
         Self {
             doc_check: 11.8 * scale,
             doc_scan: 2.0 * scale,
@@ -240,14 +252,16 @@ impl CostModel {
     /// rows keeping `k`: the smallest count `c` at which gathering (or
     /// bitmap-scanning) `c` candidates costs at least as much as a lazy scan
     /// whose filter matches `c` of the `n` rows. Gather and bitmap cost at
-    /// least `c * (candidate + 1)` and a lazy scan's cost falls as more rows
+    /// least `c * (candidate + min(gather_row, mask_row))` and a lazy scan's
+    /// cost falls as more rows
     /// match, so once an index holds more than `c` entries a scan is the
     /// cheapest plan, and counting further only costs time.
     pub fn count_cap(&self, n: u64, k: usize) -> u64 {
         let (nf, kf) = (n as f64, k as f64);
         let index_wins = |c: u64| {
             let c = c as f64;
-            c * (self.candidate + 1.0) < nf + Self::lazy_checks(nf, c / nf, kf) * self.doc_check
+            c * (self.candidate + self.gather_row.min(self.mask_row))
+                < nf + Self::lazy_checks(nf, c / nf, kf) * self.doc_check
         };
         // `index_wins` is monotone (true, then false) in c: binary search.
         let (mut lo, mut hi) = (0u64, n.max(1));
@@ -585,21 +599,26 @@ pub fn search(
     let gather_cost = if spec.filter.is_none() {
         None
     } else if exact {
-        Some(cand * (model.candidate + 1.0))
+        Some(cand * (model.candidate + model.gather_row))
     } else if indexed {
         // Candidates, their distances, then verification nearest first.
-        Some(cand * (model.candidate + 1.0) + (k * cand / m.max(1.0)).min(cand) * model.doc_check)
+        Some(
+            cand * (model.candidate + model.gather_row) + (k * cand / m.max(1.0)).min(cand) * model.doc_check,
+        )
     } else {
         // No index: the raw tier reads every document to find the matches,
         // then looks up their rows and computes their distances.
-        Some(n * model.doc_scan + m * (id_lookup + 1.0))
+        Some(n * model.doc_scan + m * (id_lookup + model.gather_row))
     };
     let bitmap_cost = if exact {
-        Some(cand * model.candidate + (n * model.mask_skip + cand) / par)
+        Some(cand * model.candidate + (n * model.mask_skip + cand * model.mask_row) / par)
     } else if indexed {
         Some(
             cand * model.candidate
-                + (n * model.mask_skip + cand + lazy_cost(cand, (m / cand.max(1.0)).min(1.0))) / par,
+                + (n * model.mask_skip
+                    + cand * model.mask_row
+                    + lazy_cost(cand, (m / cand.max(1.0)).min(1.0)))
+                    / par,
         )
     } else {
         None
@@ -899,7 +918,7 @@ mod tests {
             // cost; one entry below it they are still cheaper.
             let (nf, kf) = (n as f64, k as f64);
             let scan = |c: f64| nf + CostModel::lazy_checks(nf, c / nf, kf) * model.doc_check;
-            let floor = |c: f64| c * (model.candidate + 1.0);
+            let floor = |c: f64| c * (model.candidate + model.gather_row.min(model.mask_row));
             if cap > 64 {
                 assert!(floor(cap as f64) >= scan(cap as f64), "n {n}");
                 assert!(floor((cap - 1) as f64) < scan((cap - 1) as f64), "n {n}");

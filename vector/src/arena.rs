@@ -384,7 +384,6 @@ impl ArenaSnapshot {
     pub(crate) fn prefetch(&self, row: usize) {
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             if row >= self.rows {
                 return;
             }
@@ -393,17 +392,10 @@ impl ArenaSnapshot {
             };
             let i = row % self.chunk_rows;
             let start = i * self.dim;
-            let data = chunk.data[start..start + self.dim].as_ptr().cast::<i8>();
-            let bytes = self.dim * mem::size_of::<f32>();
-            for offset in (0..bytes).step_by(64) {
-                // SAFETY: a prefetch reads nothing the program sees and never
-                // faults; the address lies inside this row's slice.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(data.wrapping_add(offset)) };
-            }
-            for versions in [&chunk.born[i], &chunk.died[i]] {
-                // SAFETY: as above, the address of a live atomic.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(versions).cast::<i8>()) };
-            }
+            prefetch_row(
+                &chunk.data[start..start + self.dim],
+                [&chunk.born[i], &chunk.died[i]],
+            );
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = row;
@@ -421,6 +413,24 @@ impl ArenaSnapshot {
         };
         let i = row % self.chunk_rows;
         visible_at(&chunk.born[i], &chunk.died[i], version)
+    }
+}
+
+/// Asks the CPU to start loading a row's vector cells and its versions (a
+/// hint: reads nothing the program sees, never faults).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn prefetch_row<T>(cells: &[T], versions: [&AtomicU64; 2]) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let data = cells.as_ptr().cast::<i8>();
+    for offset in (0..mem::size_of_val(cells)).step_by(64) {
+        // SAFETY: a prefetch never faults and changes nothing the program
+        // sees; the address lies inside `cells`.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(data.wrapping_add(offset)) };
+    }
+    for v in versions {
+        // SAFETY: as above, the address of a live atomic.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(v).cast::<i8>()) };
     }
 }
 
@@ -459,6 +469,18 @@ impl<'a> Segment<'a> {
 
     pub(crate) fn died(&self, i: usize) -> u64 {
         self.died[i].load(Ordering::Relaxed)
+    }
+
+    /// Asks the CPU to start loading the `i`-th row's vector and versions
+    /// (a hint; a no-op past the segment or off x86-64).
+    #[inline]
+    pub(crate) fn prefetch(&self, i: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if i < self.born.len() {
+            prefetch_row(self.vector(i), [&self.born[i], &self.died[i]]);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = i;
     }
 
     /// Visible at `version` iff `born <= version < died`.

@@ -107,6 +107,28 @@ impl RowMask {
         }
     }
 
+    /// Calls `f` with each row of the mask within `range`, ascending.
+    pub fn for_each_in(&self, range: std::ops::Range<usize>, mut f: impl FnMut(usize)) {
+        let end = range.end.min(self.len);
+        if range.start >= end {
+            return;
+        }
+        for wi in range.start / 64..end.div_ceil(64) {
+            let mut bits = self.words[wi];
+            let lo = wi * 64;
+            if lo < range.start {
+                bits &= !0u64 << (range.start - lo);
+            }
+            if lo + 64 > end {
+                bits &= !0u64 >> (lo + 64 - end);
+            }
+            while bits != 0 {
+                f(lo + bits.trailing_zeros() as usize);
+                bits &= bits - 1;
+            }
+        }
+    }
+
     /// Appends the rows in the mask to `out`, ascending: what
     /// [`iter`](Self::iter) yields, in one tight loop over the words.
     pub fn extend_rows(&self, out: &mut Vec<RowId>) {
@@ -159,6 +181,19 @@ mod tests {
         m.extend_rows(&mut rows);
         assert_eq!(rows, [7, 0, 63, 64, 99, 200].map(RowId).to_vec());
         let n: RowMask = [RowId(3), RowId(1)].into_iter().collect();
+        // Ranges within a word, across words, past the end, and empty.
+        let ranged = |r: std::ops::Range<usize>| {
+            let mut out = Vec::new();
+            m.for_each_in(r, |i| out.push(i));
+            out
+        };
+        assert_eq!(ranged(0..1000), [0, 63, 64, 99, 200]);
+        assert_eq!(ranged(1..64), [63]);
+        assert_eq!(ranged(63..65), [63, 64]);
+        assert_eq!(ranged(64..200), [64, 99]);
+        assert_eq!(ranged(65..201), [99, 200]);
+        assert_eq!(ranged(150..150), Vec::<usize>::new());
+        assert_eq!(ranged(300..400), Vec::<usize>::new());
         let wide: RowMask = [RowId(1), RowId(64), RowId(300)].into_iter().collect();
         let mut both = n.clone();
         both.intersect(&wide);
