@@ -1,12 +1,12 @@
 //! [`CacheView`]: the rows of a cache as of one version.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, PoisonError, RwLockReadGuard};
 
 use crate::arena::ArenaSnapshot;
 use crate::cache::Generation;
 use crate::metric::Metric;
 use crate::row::{RowId, RowMask};
-use crate::tags::TagRange;
+use crate::tags::{TagIndex, TagRange};
 
 /// The rows of a [`VectorCache`](crate::VectorCache) visible at one version.
 ///
@@ -120,23 +120,25 @@ impl CacheView {
     /// Whether every row carries its tags for `field`, so that
     /// [`tagged_rows`](Self::tagged_rows) answers for it.
     pub fn tags_cover(&self, field: &str) -> bool {
-        self.generation
+        self.tags_for(field).is_some()
+    }
+
+    /// The generation's posting lists, read-locked, if every row carries its
+    /// tags for `field`.
+    fn tags_for(&self, field: &str) -> Option<RwLockReadGuard<'_, TagIndex>> {
+        let tags = self
+            .generation
             .tags
             .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .covers(field)
+            .unwrap_or_else(PoisonError::into_inner);
+        tags.covers(field).then_some(tags)
     }
 
     /// About how many rows [`tagged_rows`](Self::tagged_rows) would return
     /// (it counts retired rows and repeats too), without collecting them:
     /// one step per tag in the ranges. `None` as for `tagged_rows`.
     pub fn tagged_count(&self, field: &str, ranges: &[TagRange<'_>]) -> Option<usize> {
-        let tags = self
-            .generation
-            .tags
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        tags.covers(field).then(|| tags.count_in(ranges))
+        Some(self.tags_for(field)?.count_in(ranges))
     }
 
     /// The visible rows carrying a tag in one of `ranges` (start and end
@@ -159,14 +161,7 @@ impl CacheView {
     /// view's rows, set straight from the posting lists: for a bitmap scan,
     /// which checks each row's visibility as it reads the row.
     pub fn tagged_candidate_mask(&self, field: &str, ranges: &[TagRange<'_>]) -> Option<RowMask> {
-        let tags = self
-            .generation
-            .tags
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        if !tags.covers(field) {
-            return None;
-        }
+        let tags = self.tags_for(field)?;
         // Rows linked after this view's snapshot lie past its rows.
         let n = self.snap.rows();
         let mut mask = RowMask::new(n);
@@ -180,17 +175,7 @@ impl CacheView {
 
     fn tagged(&self, field: &str, ranges: &[TagRange<'_>], visible_only: bool) -> Option<Vec<RowId>> {
         let mut rows = Vec::new();
-        {
-            let tags = self
-                .generation
-                .tags
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            if !tags.covers(field) {
-                return None;
-            }
-            tags.rows_in(ranges, &mut rows);
-        }
+        self.tags_for(field)?.rows_in(ranges, &mut rows);
         // Rows linked after this view's snapshot lie past its rows.
         let n = self.snap.rows();
         if visible_only {
