@@ -691,9 +691,10 @@ pub fn search(
             };
             let (mask, from) = match tagged {
                 Some(mask) => (mask, "row tags"),
+                // No tags for it: the index (tried once; coverage only shrinks).
                 None => {
-                    let (rows, from) = candidate_rows(&view, read, parts, Some(source), None, &checker)?;
-                    (mask_of(&view, rows), from)
+                    let keys = source_keys(read, parts, source)?;
+                    (mask_of(&view, rows_of(&view, &keys)), "index")
                 }
             };
             explain.candidates_from = from;
