@@ -86,9 +86,7 @@ impl RowMask {
             })
         })
     }
-}
 
-impl RowMask {
     /// Keeps only the rows also in `other`.
     pub fn intersect(&mut self, other: &RowMask) {
         for (i, w) in self.words.iter_mut().enumerate() {
@@ -132,14 +130,8 @@ impl RowMask {
     /// Appends the rows in the mask to `out`, ascending: what
     /// [`iter`](Self::iter) yields, in one tight loop over the words.
     pub fn extend_rows(&self, out: &mut Vec<RowId>) {
-        for (wi, &w) in self.words.iter().enumerate() {
-            let base = (wi * 64) as u32;
-            let mut bits = w;
-            while bits != 0 {
-                out.push(RowId(base + bits.trailing_zeros()));
-                bits &= bits - 1;
-            }
-        }
+        // Every set bit came from a RowId, so each index fits a u32.
+        self.for_each_in(0..self.len, |i| out.push(RowId(i as u32)));
     }
 }
 

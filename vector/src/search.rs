@@ -202,23 +202,21 @@ impl CacheView {
         let mut stats = SearchStats::default();
         // Rows are scattered: each one's vector is asked for a few rows
         // ahead, so its loads overlap the distances before it.
-        for &row in rows.iter().take(PREFETCH_AHEAD) {
-            self.snap.prefetch(row.index());
-        }
-        for (i, &row) in rows.iter().enumerate() {
-            if let Some(next) = rows.get(i + PREFETCH_AHEAD) {
-                self.snap.prefetch(next.index());
-            }
-            let Some(seg) = self.snap.segment(row.index()..row.index() + 1) else {
-                continue;
-            };
-            if !seg.visible(0, self.version) {
-                continue;
-            }
-            let distance = kernel(query, seg.vector(0));
-            stats.rows_scanned += 1;
-            offer(&mut top, &mut stats, lazy, distance, seg.id(0), row);
-        }
+        with_lookahead(
+            &rows,
+            |row| self.snap.prefetch(row.index()),
+            |row| {
+                let Some(seg) = self.snap.segment(row.index()..row.index() + 1) else {
+                    return;
+                };
+                if !seg.visible(0, self.version) {
+                    return;
+                }
+                let distance = kernel(query, seg.vector(0));
+                stats.rows_scanned += 1;
+                offer(&mut top, &mut stats, lazy, distance, seg.id(0), row);
+            },
+        );
         Ok((top.into_sorted_vec().into_iter().map(Hit::from).collect(), stats))
     }
 
@@ -307,13 +305,22 @@ impl CacheView {
                 picked[m] = (row - base) as u32;
                 m += 1;
             });
-            for (j, &i) in picked[..m].iter().enumerate() {
-                if let Some(&next) = picked[..m].get(j + PREFETCH_AHEAD) {
-                    seg.prefetch(next as usize);
-                }
-                visit(i as usize);
-            }
+            with_lookahead(&picked[..m], |i| seg.prefetch(i as usize), |i| visit(i as usize));
         }
+    }
+}
+
+/// Calls `visit` on each of `items` in order, having asked `prefetch` for
+/// the item [`PREFETCH_AHEAD`] places on (and, first, for the leading ones).
+fn with_lookahead<T: Copy>(items: &[T], prefetch: impl Fn(T), mut visit: impl FnMut(T)) {
+    for &item in items.iter().take(PREFETCH_AHEAD) {
+        prefetch(item);
+    }
+    for (j, &item) in items.iter().enumerate() {
+        if let Some(&next) = items.get(j + PREFETCH_AHEAD) {
+            prefetch(next);
+        }
+        visit(item);
     }
 }
 
