@@ -214,6 +214,11 @@ impl CacheView {
                 }
                 let distance = kernel(query, seg.vector(0));
                 stats.rows_scanned += 1;
+                // As in a scan: a row beyond the bound cannot enter, and its
+                // id (on a cache line of its own) is never read.
+                if distance > top.bound() {
+                    return;
+                }
                 offer(&mut top, &mut stats, lazy, distance, seg.id(0), row);
             },
         );
