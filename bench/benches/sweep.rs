@@ -106,6 +106,20 @@ fn bench(c: &mut Criterion) {
                         .expect("reference")
                 })
             });
+            let mut i = 0;
+            group.bench_function("plain-gather", |b| {
+                b.iter(|| {
+                    i += 1;
+                    data.plain_gather(&data.queries[i % data.queries.len()], point.window(i))
+                })
+            });
+            let mut i = 0;
+            group.bench_function("plain-mask", |b| {
+                b.iter(|| {
+                    i += 1;
+                    data.plain_mask(&data.queries[i % data.queries.len()], point.window(i))
+                })
+            });
             group.finish();
         }
     }

@@ -34,12 +34,13 @@ pub fn load_font() -> Res<()> {
     Ok(())
 }
 
-const COLORS: [RGBColor; 5] = [
+const COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
     RGBColor(120, 120, 120),
+    RGBColor(148, 103, 189),
 ];
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
@@ -73,6 +74,7 @@ fn color_of(name: &str, i: usize) -> RGBColor {
         "bitmap" => COLORS[2],
         "auto" => COLORS[3],
         "reference" => COLORS[4],
+        "plain" => COLORS[5],
         _ => COLORS[i % COLORS.len()],
     }
 }
@@ -142,19 +144,20 @@ pub fn sweep(r: &Report, out: &Path) -> Res<()> {
     root.fill(&WHITE).map_err(err)?;
     let panels = root.split_evenly((1, 2));
     for (area, indexed) in panels.iter().zip([true, false]) {
-        let lines: Vec<(String, Vec<(f64, f64)>)> = ["gather", "scan", "bitmap", "auto", "reference"]
-            .iter()
-            .map(|k| {
-                let pts = r
-                    .sweep
-                    .iter()
-                    .filter(|p| p.indexed == indexed)
-                    .filter_map(|p| Some((p.selectivity, *p.qps.get(*k)?)))
-                    .collect::<Vec<_>>();
-                (k.to_string(), pts)
-            })
-            .filter(|(_, p)| !p.is_empty())
-            .collect();
+        let lines: Vec<(String, Vec<(f64, f64)>)> =
+            ["gather", "scan", "bitmap", "auto", "reference", "plain"]
+                .iter()
+                .map(|k| {
+                    let pts = r
+                        .sweep
+                        .iter()
+                        .filter(|p| p.indexed == indexed)
+                        .filter_map(|p| Some((p.selectivity, *p.qps.get(*k)?)))
+                        .collect::<Vec<_>>();
+                    (k.to_string(), pts)
+                })
+                .filter(|(_, p)| !p.is_empty())
+                .collect();
         let title = format!(
             "{} × {}, k = {}: filter {}",
             num(r.sweep_size.n as f64),

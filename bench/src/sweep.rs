@@ -18,16 +18,27 @@
 //! faster at 1% and 1.86× at 0.1% with one filter than with rotating ones,
 //! on the same rows).
 //!
-//! The reference is the plainest exact search that knows the answer set in
-//! advance: the same vectors in their own cache, searched either over just the
-//! matching rows (gather) or over all rows with a precomputed mask, whichever
-//! is faster at that point. It pays nothing to find the matches; Slate's
-//! strategies pay for the estimate, the index reads and the filter checks.
+//! Two references know the answer set in advance and pay nothing to find
+//! it; Slate's strategies pay for the estimate, the index reads and the
+//! filter checks. Each searches either just the matching rows (gather) or
+//! every row under a precomputed mask, whichever is faster at that point:
+//!
+//! - the *kernel* reference runs Slate's own vector layer (the same vectors
+//!   in their own [`VectorCache`], with its prefetching gather and masked
+//!   scan), so the gap to it is what the filter costs Slate;
+//! - the *plain* reference is what an application would write by hand: the
+//!   vectors in one `Vec<f32>`, simsimd's distance on each matching row in
+//!   order, and a bounded `BinaryHeap` for the top k ([`plain_gather`],
+//!   [`plain_mask`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use std::collections::BinaryHeap;
+
 use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
+use ordered_float::OrderedFloat;
+use simsimd::SpatialSimilarity;
 use slate::{CollectionConfig, Db, Metric, SearchExplain, Strategy};
 use slate_vector::{RowId, RowMask, VectorCache};
 
@@ -84,8 +95,9 @@ pub struct SweepPoint {
     pub indexed: bool,
     /// The strategy auto chose.
     pub auto_choice: String,
-    /// Queries per second: `gather`, `scan`, `bitmap`, `auto` and
-    /// `reference` (the faster of the two reference searches).
+    /// Queries per second: `gather`, `scan`, `bitmap`, `auto`,
+    /// `reference` (the faster of the kernel reference's two searches) and
+    /// `plain` (the faster of the plain reference's).
     pub qps: BTreeMap<String, f64>,
 }
 
@@ -99,6 +111,8 @@ pub struct SweepData {
     pub docs: slate::Collection,
     /// Reference copy of the vectors; row `i` is document `i`.
     pub reference: VectorCache,
+    /// The plain reference's copy: document `i`'s vector at `i × dim`.
+    pub plain: Vec<f32>,
     /// Each document's bucket, by row.
     pub buckets: Vec<u64>,
     /// Query vectors.
@@ -171,6 +185,7 @@ pub fn build(config: &SweepConfig) -> Result<SweepData, Box<dyn std::error::Erro
     let reference = VectorCache::new(config.dim, Metric::L2)?;
     let mut buckets = Vec::with_capacity(config.n);
     let mut items: Vec<(Vec<u8>, Vec<f32>)> = Vec::with_capacity(config.n);
+    let mut plain = Vec::with_capacity(config.n * config.dim);
     const BATCH: usize = 10_000;
     let mut batch = Vec::with_capacity(BATCH);
     for i in 0..config.n {
@@ -178,6 +193,7 @@ pub fn build(config: &SweepConfig) -> Result<SweepData, Box<dyn std::error::Erro
         let bucket = bucket_of(i);
         buckets.push(bucket);
         let bytes = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        plain.extend_from_slice(&v);
         batch.push(doc! {
             "_id": i as i64,
             "bucket": bucket as i64,
@@ -200,6 +216,7 @@ pub fn build(config: &SweepConfig) -> Result<SweepData, Box<dyn std::error::Erro
         db,
         docs,
         reference,
+        plain,
         buckets,
         queries,
         config: config.clone(),
@@ -223,7 +240,93 @@ fn time_qps(
     Ok(done as f64 / start.elapsed().as_secs_f64())
 }
 
+/// The plain reference's top k: a max-heap of the k nearest so far, each
+/// new distance compared with its worst.
+#[derive(Debug)]
+struct PlainTopK {
+    k: usize,
+    heap: BinaryHeap<(OrderedFloat<f32>, u32)>,
+}
+
+impl PlainTopK {
+    fn new(k: usize) -> Self {
+        Self {
+            k,
+            heap: BinaryHeap::with_capacity(k + 1),
+        }
+    }
+
+    fn push(&mut self, distance: f32, doc: u32) {
+        let entry = (OrderedFloat(distance), doc);
+        if self.heap.len() < self.k {
+            self.heap.push(entry);
+        } else if let Some(mut worst) = self.heap.peek_mut() {
+            if entry < *worst {
+                *worst = entry;
+            }
+        }
+    }
+
+    /// Distances, nearest first.
+    fn into_distances(self) -> Vec<f32> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|(d, _)| d.0)
+            .collect()
+    }
+}
+
+/// simsimd's squared l2 distance, as Slate's l2 metric computes it.
+fn plain_l2sq(a: &[f32], b: &[f32]) -> f32 {
+    <f32 as SpatialSimilarity>::l2sq(a, b).map_or(f32::NAN, |d| d as f32)
+}
+
+/// The plain reference's gather: the k nearest of documents `docs`, whose
+/// vectors lie at `doc × dim` in `vectors`. Distances, nearest first.
+pub fn plain_gather(vectors: &[f32], dim: usize, query: &[f32], k: usize, docs: &[u32]) -> Vec<f32> {
+    let mut top = PlainTopK::new(k);
+    for &doc in docs {
+        let at = doc as usize * dim;
+        top.push(plain_l2sq(&vectors[at..at + dim], query), doc);
+    }
+    top.into_distances()
+}
+
+/// The plain reference's masked scan: every document in order, a distance
+/// for those whose bit is set in `bits` (bit `doc % 64` of word `doc / 64`).
+pub fn plain_mask(vectors: &[f32], dim: usize, query: &[f32], k: usize, bits: &[u64]) -> Vec<f32> {
+    let mut top = PlainTopK::new(k);
+    for (doc, vector) in vectors.chunks_exact(dim).enumerate() {
+        if bits[doc / 64] >> (doc % 64) & 1 == 1 {
+            top.push(plain_l2sq(vector, query), doc as u32);
+        }
+    }
+    top.into_distances()
+}
+
 impl SweepData {
+    /// The plain reference's hits for one query, gathering `window`'s
+    /// documents.
+    pub fn plain_gather(&self, query: &[f32], window: &Window) -> Vec<f32> {
+        plain_gather(&self.plain, self.config.dim, query, self.config.k, &window.docs)
+    }
+
+    /// The plain reference's hits for one query, scanning every document
+    /// under `window`'s bits.
+    pub fn plain_mask(&self, query: &[f32], window: &Window) -> Vec<f32> {
+        plain_mask(&self.plain, self.config.dim, query, self.config.k, &window.bits)
+    }
+
+    /// Document numbers whose bucket lies in window `w`, ascending.
+    fn matching_docs(&self, selectivity: f64, w: usize) -> Vec<u32> {
+        let (lo, hi) = window_range(selectivity, w);
+        (0..self.buckets.len())
+            .filter(|&i| (lo..hi).contains(&self.buckets[i]))
+            .map(|i| i as u32)
+            .collect()
+    }
+
     /// Rows (= document numbers) whose bucket lies in window `w`.
     fn matching_rows(&self, selectivity: f64, w: usize) -> Vec<RowId> {
         let (lo, hi) = window_range(selectivity, w);
@@ -373,10 +476,17 @@ impl SweepData {
                 for &row in &rows {
                     mask.set(row);
                 }
+                let docs = self.matching_docs(selectivity, w);
+                let mut bits = vec![0u64; self.buckets.len().div_ceil(64)];
+                for &doc in &docs {
+                    bits[doc as usize / 64] |= 1 << (doc % 64);
+                }
                 Window {
                     filter: filter_for(selectivity, indexed, w),
                     rows,
                     mask,
+                    docs,
+                    bits,
                 }
             })
             .collect();
@@ -387,6 +497,9 @@ impl SweepData {
             let expected = self.reference_gather(query, &window.rows)?;
             if self.reference_mask(query, &window.mask)? != expected {
                 return Err("reference: gather and mask disagree".into());
+            }
+            if self.plain_gather(query, window) != expected || self.plain_mask(query, window) != expected {
+                return Err("the plain reference disagrees with the kernel reference".into());
             }
             for strategy in STRATEGIES {
                 let (got, ran) = match self.slate(query, &window.filter, strategy) {
@@ -440,6 +553,15 @@ impl SweepData {
             Ok(())
         })?;
         qps.insert("reference".into(), gather.max(masked));
+        let plain_gather = time_qps(q, t, |i, query| {
+            self.plain_gather(query, point.window(i));
+            Ok(())
+        })?;
+        let plain_masked = time_qps(q, t, |i, query| {
+            self.plain_mask(query, point.window(i));
+            Ok(())
+        })?;
+        qps.insert("plain".into(), plain_gather.max(plain_masked));
         let percent = selectivity * 100.0;
         let field = if indexed { "bucket" } else { "ubucket" };
         let label = format!(
@@ -514,6 +636,10 @@ pub struct Window {
     pub rows: Vec<RowId>,
     /// The same rows as a mask.
     pub mask: RowMask,
+    /// The matching document numbers, for the plain reference.
+    pub docs: Vec<u32>,
+    /// The same documents as bits (`doc % 64` of word `doc / 64`).
+    pub bits: Vec<u64>,
 }
 
 /// Builds the data set and measures every selectivity, indexed and not.
