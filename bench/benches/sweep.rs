@@ -29,7 +29,7 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
     let model = slate::query::CostModel::for_dim(config.dim);
     eprintln!(
         "calibration at {} x {}: row {:.1} ns; in rows: doc_check {:.2} (model {:.2}), doc_scan {:.2} \
-         (model {:.2}), gather_row {:.2} (model {:.2}), mask_row {:.2} (model {:.2}), mask_skip {:.4} (model {:.4})",
+         (model {:.2}), gather_row {:.2} (model {:.2}), mask_row {:.2} (model {:.2}), mask_cold {:.2} (model {:.2}), mask_skip {:.4} (model {:.4})",
         config.n,
         config.dim,
         cal.row_nanos,
@@ -41,6 +41,8 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
         model.gather_row,
         cal.mask_row,
         model.mask_row,
+        cal.mask_cold,
+        model.mask_cold,
         cal.mask_skip,
         model.mask_skip
     );

@@ -448,11 +448,31 @@ impl SweepData {
             self.slate(query, &rare, Strategy::Gather)?;
             Ok(())
         })?);
+        // A cold masked row: the kernel's masked scan at 0.1%, where each
+        // scan task holds about half a row, so no row is prefetched ahead;
+        // beyond the skips and a masked row's cost.
+        let sparse: Vec<(RowMask, usize)> = (0..windows(0.001))
+            .map(|w| {
+                let rows = self.matching_rows(0.001, w);
+                let mut mask = RowMask::new(view.row_count());
+                for &r in &rows {
+                    mask.set(r);
+                }
+                (mask, rows.len())
+            })
+            .collect();
+        let sparse_rows = sparse.iter().map(|(_, m)| *m).sum::<usize>().max(1) as f64 / sparse.len() as f64;
+        let sparse_masked = secs(time_qps(q, t, |i, query| {
+            view.search_mask(query, self.config.k, 1, &sparse[i % sparse.len()].0)?;
+            Ok(())
+        })?);
+        let mask_row = ((masked - skipped) / cands / row).max(0.0);
         Ok(Calibration {
+            mask_cold: ((sparse_masked - skipped) / sparse_rows / row - mask_row).max(0.0),
             row_nanos: row * 1e9,
             mask_skip: skipped / n / row,
             gather_row: gather / cands / row,
-            mask_row: ((masked - skipped) / cands / row).max(0.0),
+            mask_row,
             doc_check: ((scan - all) / (lazy.docs_checked.max(1) as f64) / row).max(0.0),
             doc_scan: raw / n / row,
         })
@@ -593,6 +613,8 @@ pub struct Calibration {
     /// A candidate row of a masked scan (its distance, read a few rows
     /// apart from the last), beyond the skips.
     pub mask_row: f64,
+    /// A masked row read cold, beyond `mask_row` (a mask at 0.1%).
+    pub mask_cold: f64,
     /// A row gathered from the row tags under an exact filter: its tag
     /// entry, its visibility check and its distance, on a row read from
     /// wherever it lies (the sweep's rows are written in-process, so they

@@ -164,10 +164,11 @@ const DOC_SCAN: f64 = 1.0;
 /// read sequentially). Measured by the calibration in `bench/src/sweep.rs`
 /// (`SweepData::calibrate`, printed by `bash scripts/bench.sh sweep`) on the
 /// 2-core development machine at 100k rows × 384 (MemoryStore, one thread,
-/// mimalloc as in Slate's binaries), and scaled by dimension. Since scans and
-/// gather prefetch a few rows ahead (two runs: row 105–111 ns, doc_check
-/// 2.55–2.73, doc_scan 0.98–1.01, gather_row 1.87–1.93, mask_row
-/// 1.44–1.62, mask_skip 0.0007–0.0008); `candidate` and `tagged_candidate`
+/// mimalloc as in Slate's binaries), and scaled by dimension. Since gather
+/// reads a row's id only when its distance can enter the heap (six runs:
+/// row 94–102 ns, doc_check 2.52–2.78, doc_scan 0.95–1.05, gather_row
+/// 1.50–1.62, mask_row 1.38–1.50, mask_skip 0.0008–0.0010, mask_cold
+/// 0.60–0.78 in the last three); `candidate` and `tagged_candidate`
 /// from before (three runs, row 121–126 ns: 1.91–1.97 and 0.00–0.01). Under glibc malloc the per-document steps
 /// cost about twice as much. Recorded in BENCHMARKS.md.
 #[derive(Debug, Clone, Copy)]
@@ -184,6 +185,12 @@ pub struct CostModel {
     /// One candidate row of a bitmap scan: its distance, on a row read a
     /// few rows past the last one rather than right after it.
     pub mask_row: f64,
+    /// Extra for a bitmap scan's candidate row read cold: the scan's
+    /// look-ahead starts afresh in each task of
+    /// [`SCAN_TASK_ROWS`](slate_vector::SCAN_TASK_ROWS) rows, so a sparse
+    /// mask's rows, alone in their tasks, are read with no prefetch ahead
+    /// of them (see [`cold_mask_rows`](Self::cold_mask_rows)).
+    pub mask_cold: f64,
     /// One candidate row taken from the cache's row tags instead of the
     /// index: a posting-list entry (measured with the rows in cache, where
     /// the gathered row cost no more than a scanned one).
@@ -204,10 +211,12 @@ impl CostModel {
             candidate: 1.93 * scale,
             mask_skip: 0.00075 * scale,
             // Mostly a distance: not scaled.
-            mask_row: 1.55,
+            mask_row: 1.45,
+            // A scattered read without a prefetch: not scaled.
+            mask_cold: 0.7,
             tagged_candidate: 0.01 * scale,
             // Mostly a distance and a scattered read: not scaled.
-            gather_row: 1.9,
+            gather_row: 1.55,
         }
     }
 
@@ -225,6 +234,16 @@ impl CostModel {
             doc_scan: 2.0 * scale,
             ..self
         }
+    }
+
+    /// How many of a bitmap scan's `cand` candidate rows over `n` rows are
+    /// read cold: about the first 1.4 of each scan task, all of them when
+    /// the mask is sparser than that. (The kernel's masked scan ran 29 µs
+    /// slower than its gather of the same 1,000 rows at 1% of 100k rows,
+    /// and 22 µs slower on 100 rows at 0.1%, of which the mask's walk is
+    /// 8 µs: about 1.4 rows a task at 1% cost what every row costs at 0.1%.)
+    pub fn cold_mask_rows(n: f64, cand: f64) -> f64 {
+        cand.min(n * 1.4 / slate_vector::SCAN_TASK_ROWS as f64)
     }
 
     /// The model when candidates come from row tags: `candidate` costs
@@ -610,13 +629,15 @@ pub fn search(
         // then looks up their rows and computes their distances.
         Some(n * model.doc_scan + m * (id_lookup + model.gather_row))
     };
+    let cold = CostModel::cold_mask_rows(n, cand) * model.mask_cold;
     let bitmap_cost = if exact {
-        Some(cand * model.candidate + (n * model.mask_skip + cand * model.mask_row) / par)
+        Some(cand * model.candidate + (n * model.mask_skip + cand * model.mask_row + cold) / par)
     } else if indexed {
         Some(
             cand * model.candidate
                 + (n * model.mask_skip
                     + cand * model.mask_row
+                    + cold
                     + lazy_cost(cand, (m / cand.max(1.0)).min(1.0)))
                     / par,
         )
@@ -902,6 +923,29 @@ mod tests {
         assert!(txn.delete("c", &Part::none(), &Bson::Int64(0)).expect("delete"));
         let own = txn.collection("c").expect("read");
         assert_eq!(ids(&own), [Bson::Int64(1), Bson::Int64(2)]);
+    }
+
+    #[test]
+    fn only_a_sparse_masks_rows_are_all_read_cold() {
+        let n = 100_000.0;
+        let tasks = n / slate_vector::SCAN_TASK_ROWS as f64;
+        // One row in a thousand: under one row a task, each read cold.
+        assert_eq!(CostModel::cold_mask_rows(n, 100.0), 100.0);
+        // Denser masks: the first rows of each task only, so the cold share
+        // falls as the mask fills.
+        let at_1 = CostModel::cold_mask_rows(n, 1_000.0);
+        let at_50 = CostModel::cold_mask_rows(n, 50_000.0);
+        assert!(at_1 < 1_000.0 && at_1 >= tasks, "{at_1}");
+        assert_eq!(at_1, at_50);
+        // With tagged candidates at 100k × 384, the priced crossover between
+        // gather and bitmap lies between 1% and 10%, as the sweep measures.
+        let m = CostModel::for_dim(384).tagged();
+        let gather = |c: f64| c * (m.candidate + m.gather_row);
+        let bitmap = |c: f64| {
+            c * m.candidate + n * m.mask_skip + c * m.mask_row + CostModel::cold_mask_rows(n, c) * m.mask_cold
+        };
+        assert!(gather(1_000.0) < bitmap(1_000.0));
+        assert!(gather(10_000.0) > bitmap(10_000.0));
     }
 
     #[test]

@@ -18,8 +18,10 @@ use crate::view::CacheView;
 /// best of 1, 2, 4 and 8 for gather at 1% and 0.1% of 100k × 384 rows.
 const PREFETCH_AHEAD: usize = 4;
 
-/// Rows per parallel task of a scan.
-const TASK_ROWS: usize = 512;
+/// Rows per parallel task of a scan. A masked scan's look-ahead starts
+/// afresh in each task, so the first rows of each are read cold (what the
+/// planner's `mask_cold` prices).
+pub const TASK_ROWS: usize = 512;
 
 /// A search result.
 #[derive(Debug, Clone, PartialEq)]
