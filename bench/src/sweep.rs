@@ -31,10 +31,8 @@
 //!   order, and a bounded `BinaryHeap` for the top k ([`plain_gather`],
 //!   [`plain_mask`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::time::{Duration, Instant};
-
-use std::collections::BinaryHeap;
 
 use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
 use ordered_float::OrderedFloat;
@@ -318,30 +316,42 @@ impl SweepData {
         plain_mask(&self.plain, self.config.dim, query, self.config.k, &window.bits)
     }
 
-    /// Document numbers whose bucket lies in window `w`, ascending.
-    fn matching_docs(&self, selectivity: f64, w: usize) -> Vec<u32> {
+    /// Window `w` at `selectivity`: its filter, and its matching documents
+    /// in the forms each reference is handed. The kernel reference's rows
+    /// are found through the documents' ids (its rows are assigned in load
+    /// order, but the ids keep this exact).
+    fn window(&self, selectivity: f64, indexed: bool, w: usize) -> Window {
         let (lo, hi) = window_range(selectivity, w);
-        (0..self.buckets.len())
+        let docs: Vec<u32> = (0..self.buckets.len())
             .filter(|&i| (lo..hi).contains(&self.buckets[i]))
             .map(|i| i as u32)
-            .collect()
-    }
-
-    /// Rows (= document numbers) whose bucket lies in window `w`.
-    fn matching_rows(&self, selectivity: f64, w: usize) -> Vec<RowId> {
-        let (lo, hi) = window_range(selectivity, w);
+            .collect();
         let view = self
             .reference
             .view(1)
             .expect("reference cache committed at version 1");
-        // Rows are assigned in load order; map through ids to stay exact.
-        (0..self.buckets.len())
-            .filter(|&i| (lo..hi).contains(&self.buckets[i]))
-            .filter_map(|i| {
-                let key = slate_core::value::encode_id(&Bson::Int64(i as i64)).ok()?;
+        let rows: Vec<RowId> = docs
+            .iter()
+            .filter_map(|&doc| {
+                let key = slate_core::value::encode_id(&Bson::Int64(i64::from(doc))).ok()?;
                 view.row_of(&key)
             })
-            .collect()
+            .collect();
+        let mut mask = RowMask::new(view.row_count());
+        for &row in &rows {
+            mask.set(row);
+        }
+        let mut bits = vec![0u64; self.buckets.len().div_ceil(64)];
+        for &doc in &docs {
+            bits[doc as usize / 64] |= 1 << (doc % 64);
+        }
+        Window {
+            filter: filter_for(selectivity, indexed, w),
+            rows,
+            mask,
+            docs,
+            bits,
+        }
     }
 
     /// The reference's hits for one query: distances, nearest first, by
@@ -451,19 +461,11 @@ impl SweepData {
         // A cold masked row: the kernel's masked scan at 0.1%, where each
         // scan task holds about half a row, so no row is prefetched ahead;
         // beyond the skips and a masked row's cost.
-        let sparse: Vec<(RowMask, usize)> = (0..windows(0.001))
-            .map(|w| {
-                let rows = self.matching_rows(0.001, w);
-                let mut mask = RowMask::new(view.row_count());
-                for &r in &rows {
-                    mask.set(r);
-                }
-                (mask, rows.len())
-            })
-            .collect();
-        let sparse_rows = sparse.iter().map(|(_, m)| *m).sum::<usize>().max(1) as f64 / sparse.len() as f64;
+        let sparse: Vec<Window> = (0..windows(0.001)).map(|w| self.window(0.001, true, w)).collect();
+        let sparse_rows =
+            sparse.iter().map(|w| w.rows.len()).sum::<usize>().max(1) as f64 / sparse.len() as f64;
         let sparse_masked = secs(time_qps(q, t, |i, query| {
-            view.search_mask(query, self.config.k, 1, &sparse[i % sparse.len()].0)?;
+            view.search_mask(query, self.config.k, 1, &sparse[i % sparse.len()].mask)?;
             Ok(())
         })?);
         let mask_row = ((masked - skipped) / cands / row).max(0.0);
@@ -488,27 +490,8 @@ impl SweepData {
         selectivity: f64,
         indexed: bool,
     ) -> Result<Checked, Box<dyn std::error::Error>> {
-        let view = self.reference.view(1)?;
         let windows: Vec<Window> = (0..windows(selectivity))
-            .map(|w| {
-                let rows = self.matching_rows(selectivity, w);
-                let mut mask = RowMask::new(view.row_count());
-                for &row in &rows {
-                    mask.set(row);
-                }
-                let docs = self.matching_docs(selectivity, w);
-                let mut bits = vec![0u64; self.buckets.len().div_ceil(64)];
-                for &doc in &docs {
-                    bits[doc as usize / 64] |= 1 << (doc % 64);
-                }
-                Window {
-                    filter: filter_for(selectivity, indexed, w),
-                    rows,
-                    mask,
-                    docs,
-                    bits,
-                }
-            })
+            .map(|w| self.window(selectivity, indexed, w))
             .collect();
         let mut auto_choice = Strategy::Auto;
         let mut usable: Vec<Strategy> = STRATEGIES.to_vec();
