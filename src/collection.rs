@@ -150,9 +150,7 @@ impl Collection {
 
     /// The document with `_id` `id` (vector fields included).
     pub fn get(&self, id: impl Into<Bson>) -> Result<Option<Document>> {
-        self.get_with(id.into(), |read, mat, raw| {
-            Ok(read.materialize_full_with(mat, raw)?)
-        })
+        self.get_with(id.into(), full_document)
     }
 
     /// [`get`](Self::get), deserialized into `T` (any serde type) with no
@@ -188,7 +186,7 @@ impl Collection {
     /// The documents with the given ids, in order (`None` where absent), from
     /// one snapshot with one batched read.
     pub fn get_many(&self, ids: &[Bson]) -> Result<Vec<Option<Document>>> {
-        self.get_many_with(ids, |read, mat, raw| Ok(read.materialize_full_with(mat, raw)?))
+        self.get_many_with(ids, full_document)
     }
 
     fn get_many_with<T>(
@@ -316,6 +314,11 @@ impl Collection {
     pub fn drop_index(&self, field: &str) -> Result<()> {
         self.db.transaction(|t| t.drop_index(&self.name, field))
     }
+}
+
+/// A document as `get` returns it.
+fn full_document(read: &CollectionRead<'_>, mat: &mut Materializer, raw: &RawDoc<'_>) -> Result<Document> {
+    Ok(read.materialize_full_with(mat, raw)?)
 }
 
 /// A document as `get` returns it, deserialized into `T`.

@@ -532,12 +532,7 @@ impl<'t> CollectionRead<'t> {
     /// [`decode_value`](crate::value::decode_value) gives it (an int32 comes
     /// back as an int64).
     pub fn id_of_key(&self, doc_key: &[u8]) -> Result<Bson> {
-        let (_, id) = split_doc_key(&self.config, doc_key)?;
-        Ok(crate::value::decode_value(id)
-            .map_err(|e| Error::Corrupt {
-                what: format!("document key {}: {e}", crate::KeyDisplay(doc_key)),
-            })?
-            .0)
+        Ok(decode_doc_key(&self.config, doc_key)?.2)
     }
 
     /// The stored vector of `field` for the document with key `doc_key`.
@@ -606,6 +601,19 @@ pub(crate) fn split_doc_key<'k>(config: &CollectionConfig, key: &'k [u8]) -> Res
         });
     }
     Ok((&key[..plen], &key[plen + 2..]))
+}
+
+/// [`split_doc_key`], plus the `_id` the encoded id decodes to (an int32
+/// comes back as an int64).
+pub(crate) fn decode_doc_key<'k>(
+    config: &CollectionConfig,
+    key: &'k [u8],
+) -> Result<(&'k [u8], &'k [u8], Bson)> {
+    let (part, id_enc) = split_doc_key(config, key)?;
+    let (id, _) = crate::value::decode_value(id_enc).map_err(|e| Error::Corrupt {
+        what: format!("document key {}: {e}", crate::KeyDisplay(key)),
+    })?;
+    Ok((part, id_enc, id))
 }
 
 /// A scan over every key range of one kind is handy for integrity checks.

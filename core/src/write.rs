@@ -13,7 +13,9 @@ use bson::{Bson, Document, RawDocument};
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::index::entries;
 use crate::keys;
-use crate::read::{read_collection, read_config, read_count, split_doc_key, CollectionRead, Part, SnapRef};
+use crate::read::{
+    decode_doc_key, read_collection, read_config, read_count, split_doc_key, CollectionRead, Part, SnapRef,
+};
 use crate::store::{self, Direction};
 use crate::value::encode_id;
 use crate::vectors::{extract_vector, f32s_to_le, VectorOp};
@@ -333,10 +335,7 @@ impl<'db> WriteTxn<'db> {
     /// Replaces the document stored under `doc_key` (as found by a query).
     pub fn replace_key(&mut self, collection: &str, doc_key: &[u8], doc: Document) -> Result<bool> {
         let config = self.config(collection)?;
-        let (part, id_enc) = split_doc_key(&config, doc_key)?;
-        let (id, _) = crate::value::decode_value(id_enc).map_err(|e| Error::Corrupt {
-            what: format!("document key {}: {e}", crate::KeyDisplay(doc_key)),
-        })?;
+        let (part, id_enc, id) = decode_doc_key(&config, doc_key)?;
         let id = match doc.get("_id") {
             // Keep the caller's exact type (1i32 and 1i64 are the same id).
             Some(given) if encode_id(given).ok().as_deref() == Some(id_enc) => given.clone(),

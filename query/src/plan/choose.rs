@@ -73,38 +73,34 @@ fn estimate_predicate(
     cap: u64,
     counter: Option<Counter<'_>>,
 ) -> Result<Source> {
-    let multikey = p.multikey;
-    let intervals = p.intervals.clone();
-    if let Some(estimate) = counter.and_then(|count| count(&p.field, &intervals)) {
-        return Ok(Source::IndexScan {
-            field: p.field.clone(),
-            intervals,
-            estimate,
-            capped: false,
-            multikey,
-        });
-    }
-    let mut estimate = 0u64;
-    let mut capped = false;
-    for part in parts {
-        for iv in &intervals {
-            let (lo, hi) = interval_range(iv);
-            let left = cap.saturating_sub(estimate) as usize + 1;
-            let n = read.index_count(part, &p.field, lo, hi, left)? as u64;
-            estimate += n;
-            if estimate > cap {
-                capped = true;
-                estimate = cap;
-                break;
+    // Counted by the counter when it can (exactly: never capped), else
+    // from the index, up to `cap`.
+    let (estimate, capped) = match counter.and_then(|count| count(&p.field, &p.intervals)) {
+        Some(n) => (n, false),
+        None => {
+            let mut estimate = 0u64;
+            let mut capped = false;
+            'parts: for part in parts {
+                for iv in &p.intervals {
+                    let (lo, hi) = interval_range(iv);
+                    let left = cap.saturating_sub(estimate) as usize + 1;
+                    estimate += read.index_count(part, &p.field, lo, hi, left)? as u64;
+                    if estimate > cap {
+                        capped = true;
+                        estimate = cap;
+                        break 'parts;
+                    }
+                }
             }
+            (estimate, capped)
         }
-    }
+    };
     Ok(Source::IndexScan {
         field: p.field.clone(),
-        intervals,
+        intervals: p.intervals.clone(),
         estimate,
         capped,
-        multikey,
+        multikey: p.multikey,
     })
 }
 
