@@ -346,10 +346,10 @@ fn tagged_estimate(view: &CacheView, parts: &[Part], source: &Source) -> Option<
             capped: false,
             ..
         } if view.tags_cover(field) => Some((*estimate as usize, None)),
-        Source::IndexScan { field, intervals, .. } => Some((
-            with_tag_ranges(parts, field, intervals, |r| view.tagged_count(field, r))?,
-            None,
-        )),
+        // Otherwise the planner's count found the field uncovered (a write
+        // without tags since the search began), and coverage never returns
+        // within a generation: the tags cannot count it either.
+        Source::IndexScan { .. } => None,
         _ => tagged_rows(view, parts, source).map(|rows| (rows.len(), Some(rows))),
     }
 }
@@ -791,12 +791,26 @@ pub fn materialize_hits(
     hits: &[Hit],
     projection: Option<&[String]>,
 ) -> Result<Vec<SearchHit>> {
+    let ids_only = ids_only(read, projection)?;
+    materialize_hits_as(read, hits, projection, ids_only)
+}
+
+/// Whether hits can be built from their keys alone: only `_id` wanted, and
+/// every key decodes to its document's exact `_id`, so no document need be
+/// read (a visible row's document exists at the same snapshot).
+fn ids_only(read: &CollectionRead<'_>, projection: Option<&[String]>) -> Result<bool> {
+    Ok(projection.is_none_or(<[String]>::is_empty) && read.ids_decode_exactly()?)
+}
+
+/// [`materialize_hits`] with [`ids_only`] already asked.
+fn materialize_hits_as(
+    read: &CollectionRead<'_>,
+    hits: &[Hit],
+    projection: Option<&[String]>,
+    ids_only: bool,
+) -> Result<Vec<SearchHit>> {
     let empty: [String; 0] = [];
     let fields = projection.unwrap_or(&empty);
-    // Only `_id` wanted, and every key decodes to its document's exact
-    // `_id`: no document need be read (a visible row's document exists at
-    // the same snapshot).
-    let ids_only = fields.is_empty() && read.ids_decode_exactly()?;
     let docs = if ids_only {
         Vec::new()
     } else {
@@ -880,8 +894,10 @@ pub fn search_batch(
             .collect();
     }
     let all = view.search_batch(queries, k, threads)?;
+    // One marker read for the batch, not one a query.
+    let ids_only = ids_only(read, projection)?;
     all.iter()
-        .map(|hits| materialize_hits(read, hits, projection))
+        .map(|hits| materialize_hits_as(read, hits, projection, ids_only))
         .collect()
 }
 

@@ -86,16 +86,9 @@ impl TagIndex {
     /// How many rows the tags in `ranges` list, retired rows and repeats
     /// included (an estimate of [`rows_in`](Self::rows_in)'s count).
     pub(crate) fn count_in(&self, ranges: &[TagRange<'_>]) -> usize {
-        ranges
-            .iter()
-            .filter(|r| !is_empty(r))
-            .map(|&range| {
-                self.postings
-                    .range::<[u8], _>(range)
-                    .map(|(_, rows)| rows.len())
-                    .sum::<usize>()
-            })
-            .sum()
+        let mut n = 0;
+        self.lists_in(ranges, |rows| n += rows.len());
+        n
     }
 
     /// The same lists for a new generation: `new_row[old]` is the row's new
