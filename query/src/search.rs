@@ -689,12 +689,10 @@ pub fn search(
             // Raw-tier candidates were checked while gathering, and an exact
             // index's are matches; otherwise a candidate is checked only when
             // its distance would enter the top k.
-            let (hits, stats) = if exact || !indexed {
-                view.search_rows_lazy(&spec.query, spec.k, &cand_rows, &|_, _| true)?
-            } else {
-                let pred = |_: RowId, key: &[u8]| checker.accepts(key);
-                view.search_rows_lazy(&spec.query, spec.k, &cand_rows, &pred)?
-            };
+            let check = |_: RowId, key: &[u8]| checker.accepts(key);
+            let pass = |_: RowId, _: &[u8]| true;
+            let pred: RowPredicate<'_> = if exact || !indexed { &pass } else { &check };
+            let (hits, stats) = view.search_rows_lazy(&spec.query, spec.k, &cand_rows, pred)?;
             explain.rows_scanned = stats.rows_scanned;
             explain.heap_pushes = stats.heap_pushes;
             hits

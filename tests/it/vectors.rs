@@ -158,6 +158,15 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
         ("zero matches", doc! { "cat": 1000 }),
         ("10% unindexed range", doc! { "meta.score": { "$lt": 100 } }),
         ("or of indexed", doc! { "$or": [{ "cat": 1 }, { "cat": 2 }] }),
+        // One key range over several values of a field without arrays: its
+        // rows come unsorted from several posting lists.
+        ("5% indexed range", doc! { "cat": { "$gte": 40, "$lt": 45 } }),
+        // One key range over an array field: a document holding two of its
+        // values is listed twice and must be one hit.
+        (
+            "indexed array range",
+            doc! { "atags": { "$gte": "t1", "$lte": "t3" } },
+        ),
         ("array field", doc! { "tags": "t1", "tier": { "$in": [1, 2] } }),
         // An indexed array: a document holding both values is one row.
         (

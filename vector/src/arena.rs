@@ -377,11 +377,11 @@ impl ArenaSnapshot {
         self.one(row).map_or(UNSET, |s| s.died(0))
     }
 
-    /// Asks the CPU to start loading `row`'s vector and versions into cache
-    /// (a hint: never faults, changes nothing); a no-op past the rows or
-    /// off x86-64.
+    /// Asks the CPU to start loading `row`'s vector, and its versions if
+    /// `versions`, into cache (a hint: never faults, changes nothing); a
+    /// no-op past the rows or off x86-64.
     #[inline]
-    pub(crate) fn prefetch(&self, row: usize) {
+    pub(crate) fn prefetch(&self, row: usize, versions: bool) {
         #[cfg(target_arch = "x86_64")]
         {
             if row >= self.rows {
@@ -392,13 +392,15 @@ impl ArenaSnapshot {
             };
             let i = row % self.chunk_rows;
             let start = i * self.dim;
-            prefetch_row(
-                &chunk.data[start..start + self.dim],
-                [&chunk.born[i], &chunk.died[i]],
-            );
+            let cells = &chunk.data[start..start + self.dim];
+            if versions {
+                prefetch_row(cells, &[&chunk.born[i], &chunk.died[i]]);
+            } else {
+                prefetch_row(cells, &[]);
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = row;
+        let _ = (row, versions);
     }
 
     /// Whether `row` (below [`rows`](Self::rows)) is visible at `version`:
@@ -420,7 +422,7 @@ impl ArenaSnapshot {
 /// hint: reads nothing the program sees, never faults).
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn prefetch_row<T>(cells: &[T], versions: [&AtomicU64; 2]) {
+fn prefetch_row<T>(cells: &[T], versions: &[&AtomicU64]) {
     use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
     let data = cells.as_ptr().cast::<i8>();
     for offset in (0..mem::size_of_val(cells)).step_by(64) {
@@ -428,7 +430,7 @@ fn prefetch_row<T>(cells: &[T], versions: [&AtomicU64; 2]) {
         // sees; the address lies inside `cells`.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(data.wrapping_add(offset)) };
     }
-    for v in versions {
+    for &v in versions {
         // SAFETY: as above, the address of a live atomic.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(v).cast::<i8>()) };
     }
@@ -471,16 +473,21 @@ impl<'a> Segment<'a> {
         self.died[i].load(Ordering::Relaxed)
     }
 
-    /// Asks the CPU to start loading the `i`-th row's vector and versions
-    /// (a hint; a no-op past the segment or off x86-64).
+    /// Asks the CPU to start loading the `i`-th row's vector, and its
+    /// versions if `versions` (a hint; a no-op past the segment or off
+    /// x86-64).
     #[inline]
-    pub(crate) fn prefetch(&self, i: usize) {
+    pub(crate) fn prefetch(&self, i: usize, versions: bool) {
         #[cfg(target_arch = "x86_64")]
         if i < self.born.len() {
-            prefetch_row(self.vector(i), [&self.born[i], &self.died[i]]);
+            if versions {
+                prefetch_row(self.vector(i), &[&self.born[i], &self.died[i]]);
+            } else {
+                prefetch_row(self.vector(i), &[]);
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
+        let _ = (i, versions);
     }
 
     /// Visible at `version` iff `born <= version < died`.

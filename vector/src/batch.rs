@@ -157,7 +157,11 @@ impl CacheView {
             visible,
         } = worker;
         visible.clear();
-        visible.extend((0..seg.len()).filter(|&i| seg.visible(i, self.version)));
+        if self.all_visible {
+            visible.extend(0..seg.len());
+        } else {
+            visible.extend((0..seg.len()).filter(|&i| seg.visible(i, self.version)));
+        }
         let base = seg.base();
         let approx = &queries.approx;
         let n = queries.vectors.len();

@@ -202,16 +202,17 @@ impl CacheView {
         let kernel = self.metric().kernel();
         let mut top = TopK::with_k(k);
         let mut stats = SearchStats::default();
+        let check = !self.all_visible;
         // Rows are scattered: each one's vector is asked for a few rows
         // ahead, so its loads overlap the distances before it.
         with_lookahead(
             &rows,
-            |row| self.snap.prefetch(row.index()),
+            |row| self.snap.prefetch(row.index(), check),
             |row| {
                 let Some(seg) = self.snap.segment(row.index()..row.index() + 1) else {
                     return;
                 };
-                if !seg.visible(0, self.version) {
+                if check && !seg.visible(0, self.version) {
                     return;
                 }
                 let distance = kernel(query, seg.vector(0));
@@ -275,9 +276,10 @@ impl CacheView {
         // distance above it cannot enter, so most rows cost one float compare
         // after their distance and no id, filter or heap access.
         let mut bound = top.bound().min(shared.get());
+        let check = !self.all_visible;
         let mut visit = |i: usize| {
             let row = RowId((base + i) as u32);
-            if !seg.visible(i, self.version) {
+            if check && !seg.visible(i, self.version) {
                 return;
             }
             let distance = kernel(query, seg.vector(i));
@@ -298,7 +300,7 @@ impl CacheView {
         // distance.
         let Some(mask) = filters.mask else {
             for i in 0..seg.len() {
-                seg.prefetch(i + PREFETCH_AHEAD);
+                seg.prefetch(i + PREFETCH_AHEAD, check);
                 visit(i);
             }
             return;
@@ -312,7 +314,11 @@ impl CacheView {
                 picked[m] = (row - base) as u32;
                 m += 1;
             });
-            with_lookahead(&picked[..m], |i| seg.prefetch(i as usize), |i| visit(i as usize));
+            with_lookahead(
+                &picked[..m],
+                |i| seg.prefetch(i as usize, check),
+                |i| visit(i as usize),
+            );
         }
     }
 }

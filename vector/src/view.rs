@@ -18,6 +18,9 @@ pub struct CacheView {
     pub(crate) snap: ArenaSnapshot,
     pub(crate) version: u64,
     visible: usize,
+    /// Every row the snapshot spans is visible at `version`: searches skip
+    /// the per-row version check (and its two cache lines).
+    pub(crate) all_visible: bool,
 }
 
 impl std::fmt::Debug for CacheView {
@@ -38,11 +41,15 @@ impl CacheView {
         version: u64,
         visible: usize,
     ) -> Self {
+        // The visible rows are some of the snapshot's (a commit publishes its
+        // rows before its version can be read), so as many means all of them.
+        let all_visible = visible == snap.rows();
         CacheView {
             generation,
             snap,
             version,
             visible,
+            all_visible,
         }
     }
 
