@@ -134,17 +134,14 @@ impl Collection {
     /// vector, a document outside the handle's partitions), none is written.
     pub fn insert_many(&self, docs: impl IntoIterator<Item = Document>) -> Result<Vec<Bson>> {
         let Some(key) = self.scoped_key()? else {
-            return self
-                .db
-                .transaction(|t| docs.into_iter().map(|d| t.insert(&self.name, d)).collect());
+            return self.db.transaction(|t| t.insert_many(&self.name, docs));
         };
         self.write(|t, parts| {
-            docs.into_iter()
-                .map(|d| {
-                    let d = self.scoped(d, Some(&key))?;
-                    Ok(t.inner().insert_within(&self.name, Some(parts), d)?)
-                })
-                .collect()
+            let docs = docs
+                .into_iter()
+                .map(|d| self.scoped(d, Some(&key)))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(t.inner().insert_many_within(&self.name, Some(parts), docs)?)
         })
     }
 

@@ -68,14 +68,17 @@ impl<'db> Transaction<'db> {
         Ok(self.inner.insert(collection, doc)?)
     }
 
-    /// Inserts several documents; on the first failure the transaction should
-    /// be dropped (the facade's `insert_many` does so, writing nothing).
+    /// Inserts several documents, in order; returns their `_id`s. All or
+    /// nothing: a bad document or a taken (or repeated) `_id` fails the call
+    /// having written none of them.
     pub fn insert_many(
         &mut self,
         collection: &str,
         docs: impl IntoIterator<Item = Document>,
     ) -> Result<Vec<Bson>> {
-        docs.into_iter().map(|d| self.insert(collection, d)).collect()
+        Ok(self
+            .inner
+            .insert_many_within(collection, None, docs.into_iter().collect())?)
     }
 
     /// The document with `_id` `id` in partition `part`.

@@ -5,10 +5,12 @@
 //! operation that fails leaves the transaction as it was; dropping the
 //! transaction discards all of it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::mem;
 
 use bson::oid::ObjectId;
 use bson::{Bson, Document, RawDocument};
+use rayon::prelude::*;
 
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::index::entries;
@@ -42,6 +44,18 @@ impl std::fmt::Debug for WriteTxn<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WriteTxn").field("txn", &self.txn).finish()
     }
+}
+
+/// `doc`'s `_id`, and `doc` with one: a new ObjectId first when it has none.
+fn with_id(doc: Document) -> (Bson, Document) {
+    if let Some(id) = doc.get("_id") {
+        return (id.clone(), doc);
+    }
+    let id = Bson::ObjectId(ObjectId::new());
+    let mut with_id = Document::new();
+    with_id.insert("_id", id.clone());
+    with_id.extend(doc);
+    (id, with_id)
 }
 
 /// A document ready to be written: validated, encoded, its entries computed.
@@ -89,18 +103,8 @@ impl<'db> WriteTxn<'db> {
         ))
     }
 
-    fn prepare(&self, config: &CollectionConfig, mut doc: Document) -> Result<Prepared> {
-        let id = match doc.get("_id") {
-            Some(id) => id.clone(),
-            None => {
-                let id = Bson::ObjectId(ObjectId::new());
-                let mut with_id = Document::new();
-                with_id.insert("_id", id.clone());
-                with_id.extend(doc);
-                doc = with_id;
-                id
-            }
-        };
+    fn prepare(config: &CollectionConfig, doc: Document) -> Result<Prepared> {
+        let (id, mut doc) = with_id(doc);
         let collection = &config.name;
         let id_enc = encode_id(&id).map_err(|e| Error::InvalidId {
             collection: collection.clone(),
@@ -171,7 +175,9 @@ impl<'db> WriteTxn<'db> {
         })
     }
 
-    fn write(&mut self, config: &CollectionConfig, p: &Prepared, old: Option<&Prepared>) -> Result<()> {
+    /// Writes `p`'s document, entries and vectors over `old`'s (`None`: a
+    /// new document); `p`'s bytes move into the transaction.
+    fn write(&mut self, config: &CollectionConfig, mut p: Prepared, old: Option<&Prepared>) -> Result<()> {
         let cf = collection_cf(&config.name);
         let dk = keys::doc_key(&p.part, &p.id_enc);
         let empty = BTreeSet::new();
@@ -182,7 +188,7 @@ impl<'db> WriteTxn<'db> {
         for k in p.index_keys.difference(old_keys) {
             self.txn.put(&cf, k.clone(), p.id_enc.clone())?;
         }
-        self.txn.put(&cf, dk.clone(), p.bytes.clone())?;
+        self.txn.put(&cf, dk.clone(), mem::take(&mut p.bytes))?;
         if matches!(p.id, Bson::Int32(_)) && !self.int32_marked.contains(&config.name) {
             let marker = keys::exact_ids_key();
             if self.txn.get(&cf, &marker)?.is_some() {
@@ -254,7 +260,58 @@ impl<'db> WriteTxn<'db> {
     /// must not land in another.
     pub fn insert_within(&mut self, collection: &str, parts: Option<&[Part]>, doc: Document) -> Result<Bson> {
         let config = self.config(collection)?;
-        let p = self.prepare(&config, doc)?;
+        let p = Self::prepare(&config, doc)?;
+        self.check_insert(&config, parts, &p)?;
+        self.write_new(&config, p)
+    }
+
+    /// [`insert_within`](Self::insert_within) of every document of `docs`,
+    /// in order, returning their ids. All or nothing: every document is
+    /// checked (its encoding, partition, and id against the collection and
+    /// the documents before it) before any is written, and the error is the
+    /// one a loop of single inserts would meet first.
+    ///
+    /// Encoding the documents and computing their index entries needs only
+    /// the collection's config, so it runs in parallel (rayon) before the
+    /// writes, which go in one at a time.
+    pub fn insert_many_within(
+        &mut self,
+        collection: &str,
+        parts: Option<&[Part]>,
+        docs: Vec<Document>,
+    ) -> Result<Vec<Bson>> {
+        let config = self.config(collection)?;
+        // Ids are generated here, in order, so that generated ObjectIds
+        // ascend as the documents do.
+        let docs: Vec<(Bson, Document)> = docs.into_iter().map(with_id).collect();
+        let prepared: Vec<Result<Prepared>> = docs
+            .into_par_iter()
+            .map(|(_, doc)| Self::prepare(&config, doc))
+            .collect();
+        let mut batch = Vec::with_capacity(prepared.len());
+        let mut seen = HashSet::with_capacity(prepared.len());
+        for p in prepared {
+            let p = p?;
+            self.check_insert(&config, parts, &p)?;
+            if !seen.insert((p.part.clone(), p.id_enc.clone())) {
+                return Err(Error::DuplicateId {
+                    collection: collection.to_owned(),
+                    id: show(&p.id),
+                });
+            }
+            batch.push(p);
+        }
+        drop(seen);
+        let mut ids = Vec::with_capacity(batch.len());
+        for p in batch {
+            ids.push(self.write_new(&config, p)?);
+        }
+        Ok(ids)
+    }
+
+    /// Refuses `p` as a new document: outside `parts`, or its id taken.
+    fn check_insert(&self, config: &CollectionConfig, parts: Option<&[Part]>, p: &Prepared) -> Result<()> {
+        let collection = config.name.as_str();
         if let (Some(parts), Some(key)) = (parts, &config.partition_key) {
             if !parts.iter().any(|part| part.0 == p.part) {
                 return Err(Error::InvalidPartition {
@@ -272,9 +329,16 @@ impl<'db> WriteTxn<'db> {
                 id: show(&p.id),
             });
         }
-        self.write(&config, &p, None)?;
-        self.bump_count(collection, &p.part, 1);
-        Ok(p.id)
+        Ok(())
+    }
+
+    /// Writes `p`, checked by [`check_insert`](Self::check_insert), as a new
+    /// document; returns its id.
+    fn write_new(&mut self, config: &CollectionConfig, p: Prepared) -> Result<Bson> {
+        self.bump_count(&config.name, &p.part, 1);
+        let id = p.id.clone();
+        self.write(config, p, None)?;
+        Ok(id)
     }
 
     /// The stored document with `id` in `part`, vectors re-attached, as this
@@ -377,7 +441,7 @@ impl<'db> WriteTxn<'db> {
             with_id.extend(doc);
             doc = with_id;
         }
-        let p = self.prepare(config, doc)?;
+        let p = Self::prepare(config, doc)?;
         if p.part != part {
             return Err(Error::InvalidDocument {
                 collection: collection.clone(),
@@ -385,7 +449,7 @@ impl<'db> WriteTxn<'db> {
                 reason: "a replacement cannot move a document to another partition".into(),
             });
         }
-        self.write(config, &p, Some(&old))?;
+        self.write(config, p, Some(&old))?;
         Ok(true)
     }
 

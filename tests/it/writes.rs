@@ -518,6 +518,25 @@ fn transactions_commit_atomically_and_roll_back_on_err() {
         );
         assert_eq!(b.get(3).expect("get"), None, "[{}]", t.backend);
 
+        // A failed insert_many inside a transaction leaves it as it was:
+        // the writes before it commit, none of the batch's.
+        db.transaction(|txn| {
+            txn.insert("b", doc! { "_id": 7 })?;
+            let err = txn
+                .insert_many(
+                    "b",
+                    vec![doc! { "_id": 8 }, doc! { "_id": 9 }, doc! { "_id": 8i64 }],
+                )
+                .expect_err("a repeated id");
+            assert!(err.to_string().contains("duplicate _id 8"), "{err}");
+            assert_eq!(txn.get("b", &Part::none(), &Bson::Int32(8))?, None);
+            Ok(())
+        })
+        .expect("commit");
+        assert_eq!(b.get(7).expect("get"), Some(doc! { "_id": 7 }), "[{}]", t.backend);
+        assert_eq!(b.get(8).expect("get"), None, "[{}]", t.backend);
+        assert_eq!(b.get(9).expect("get"), None, "[{}]", t.backend);
+
         // begin/commit and begin/drop.
         let mut txn = db.begin().expect("begin");
         txn.insert("b", doc! { "_id": 5 }).expect("insert");
@@ -527,7 +546,7 @@ fn transactions_commit_atomically_and_roll_back_on_err() {
         txn.insert("b", doc! { "_id": 6 }).expect("insert");
         txn.commit().expect("commit");
         assert_eq!(b.get(6).expect("get"), Some(doc! { "_id": 6 }));
-        assert_eq!(b.count(doc! {}).expect("count"), 2);
+        assert_eq!(b.count(doc! {}).expect("count"), 3);
     }
 }
 
