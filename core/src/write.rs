@@ -283,10 +283,10 @@ impl<'db> WriteTxn<'db> {
         let config = self.config(collection)?;
         // Ids are generated here, in order, so that generated ObjectIds
         // ascend as the documents do.
-        let docs: Vec<(Bson, Document)> = docs.into_iter().map(with_id).collect();
+        let docs: Vec<Document> = docs.into_iter().map(|doc| with_id(doc).1).collect();
         let prepared: Vec<Result<Prepared>> = docs
             .into_par_iter()
-            .map(|(_, doc)| Self::prepare(&config, doc))
+            .map(|doc| Self::prepare(&config, doc))
             .collect();
         let mut batch = Vec::with_capacity(prepared.len());
         let mut seen = HashSet::with_capacity(prepared.len());

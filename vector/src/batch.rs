@@ -157,7 +157,7 @@ impl CacheView {
             visible,
         } = worker;
         visible.clear();
-        if self.all_visible {
+        if self.all_visible() {
             visible.extend(0..seg.len());
         } else {
             visible.extend((0..seg.len()).filter(|&i| seg.visible(i, self.version)));

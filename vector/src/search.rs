@@ -202,7 +202,7 @@ impl CacheView {
         let kernel = self.metric().kernel();
         let mut top = TopK::with_k(k);
         let mut stats = SearchStats::default();
-        let check = !self.all_visible;
+        let check = !self.all_visible();
         // Rows are scattered: each one's vector is asked for a few rows
         // ahead, so its loads overlap the distances before it.
         with_lookahead(
@@ -276,7 +276,7 @@ impl CacheView {
         // distance above it cannot enter, so most rows cost one float compare
         // after their distance and no id, filter or heap access.
         let mut bound = top.bound().min(shared.get());
-        let check = !self.all_visible;
+        let check = !self.all_visible();
         let mut visit = |i: usize| {
             let row = RowId((base + i) as u32);
             if check && !seg.visible(i, self.version) {

@@ -18,9 +18,6 @@ pub struct CacheView {
     pub(crate) snap: ArenaSnapshot,
     pub(crate) version: u64,
     visible: usize,
-    /// Every row the snapshot spans is visible at `version`: searches skip
-    /// the per-row version check (and its two cache lines).
-    pub(crate) all_visible: bool,
 }
 
 impl std::fmt::Debug for CacheView {
@@ -41,16 +38,21 @@ impl CacheView {
         version: u64,
         visible: usize,
     ) -> Self {
-        // The visible rows are some of the snapshot's (a commit publishes its
-        // rows before its version can be read), so as many means all of them.
-        let all_visible = visible == snap.rows();
         CacheView {
             generation,
             snap,
             version,
             visible,
-            all_visible,
         }
+    }
+
+    /// Whether every row the snapshot spans is visible at this view's
+    /// version, so searches may skip the per-row version check (and its two
+    /// cache lines). The visible rows are some of the snapshot's (a commit
+    /// publishes its rows before its version can be read), so as many means
+    /// all of them.
+    pub(crate) fn all_visible(&self) -> bool {
+        self.visible == self.snap.rows()
     }
 
     /// The version this view reads at.
