@@ -110,19 +110,20 @@ impl<'db> WriteTxn<'db> {
             collection: collection.clone(),
             reason: e.to_string(),
         })?;
-        let shown = show(&id);
+        // The id as messages show it, built only for an error.
+        let shown = || show(&id);
         let part = match &config.partition_key {
             None => Vec::new(),
             Some(key) => {
                 let value = get_path(&doc, key).ok_or_else(|| Error::InvalidDocument {
                     collection: collection.clone(),
-                    id: shown.clone(),
+                    id: shown(),
                     reason: format!("partition key {key:?} is missing"),
                 })?;
                 if matches!(value, Bson::Array(_) | Bson::Document(_) | Bson::Null) {
                     return Err(Error::InvalidDocument {
                         collection: collection.clone(),
-                        id: shown,
+                        id: shown(),
                         reason: format!("partition key {key:?} must be a scalar"),
                     });
                 }
@@ -134,7 +135,7 @@ impl<'db> WriteTxn<'db> {
             if let Some(v) = extract_vector(&mut doc, vf).map_err(|reason| Error::InvalidVector {
                 collection: collection.clone(),
                 field: vf.field.clone(),
-                id: shown.clone(),
+                id: shown(),
                 reason,
             })? {
                 vectors.push((vf.field.clone(), v));
@@ -142,13 +143,13 @@ impl<'db> WriteTxn<'db> {
         }
         let bytes = bson::to_vec(&doc).map_err(|e| Error::InvalidDocument {
             collection: collection.clone(),
-            id: shown.clone(),
+            id: shown(),
             reason: e.to_string(),
         })?;
         if bytes.len() > MAX_DOCUMENT_BYTES {
             return Err(Error::InvalidDocument {
                 collection: collection.clone(),
-                id: shown,
+                id: shown(),
                 reason: format!(
                     "{} bytes, more than the {MAX_DOCUMENT_BYTES} allowed",
                     bytes.len()
@@ -180,13 +181,33 @@ impl<'db> WriteTxn<'db> {
     fn write(&mut self, config: &CollectionConfig, mut p: Prepared, old: Option<&Prepared>) -> Result<()> {
         let cf = collection_cf(&config.name);
         let dk = keys::doc_key(&p.part, &p.id_enc);
-        let empty = BTreeSet::new();
-        let old_keys = old.map_or(&empty, |o| &o.index_keys);
-        for k in old_keys.difference(&p.index_keys) {
-            self.txn.delete(&cf, k.clone())?;
-        }
-        for k in p.index_keys.difference(old_keys) {
-            self.txn.put(&cf, k.clone(), p.id_enc.clone())?;
+        // Each vector row is tagged with the document's index entries minus
+        // the id (`{part}i:{field}\0{value}`), so a search finds a filter's
+        // rows without the index; built once, for every vector field, and
+        // before the entries move into the transaction.
+        let tags = (!p.vectors.is_empty()).then(|| RowTags {
+            fields: config.indexes.clone(),
+            tags: p
+                .index_keys
+                .iter()
+                .map(|k| k[..k.len() - p.id_enc.len()].to_vec())
+                .collect(),
+        });
+        match old {
+            // A new document: its entries move into the transaction.
+            None => {
+                for k in mem::take(&mut p.index_keys) {
+                    self.txn.put(&cf, k, p.id_enc.clone())?;
+                }
+            }
+            Some(old) => {
+                for k in old.index_keys.difference(&p.index_keys) {
+                    self.txn.delete(&cf, k.clone())?;
+                }
+                for k in p.index_keys.difference(&old.index_keys) {
+                    self.txn.put(&cf, k.clone(), p.id_enc.clone())?;
+                }
+            }
         }
         self.txn.put(&cf, dk.clone(), mem::take(&mut p.bytes))?;
         if matches!(p.id, Bson::Int32(_)) && !self.int32_marked.contains(&config.name) {
@@ -202,30 +223,18 @@ impl<'db> WriteTxn<'db> {
                 self.txn.put(&cf, mk, Vec::new())?;
             }
         }
-        // Each vector row is tagged with the document's index entries minus
-        // the id (`{part}i:{field}\0{value}`), so a search finds a filter's
-        // rows without the index; built once, for every vector field.
-        let mut tags: Option<RowTags> = None;
         for vf in &config.vectors {
             let vk = keys::vector_key(&p.part, &vf.field, &p.id_enc);
-            match p.vectors.iter().find(|(f, _)| *f == vf.field) {
-                Some((_, v)) => {
+            match (p.vectors.iter().find(|(f, _)| *f == vf.field), &tags) {
+                (Some((_, v)), Some(tags)) => {
                     self.txn.put(&cf, vk, f32s_to_le(v))?;
-                    let tags = tags.get_or_insert_with(|| RowTags {
-                        fields: config.indexes.clone(),
-                        tags: p
-                            .index_keys
-                            .iter()
-                            .map(|k| k[..k.len() - p.id_enc.len()].to_vec())
-                            .collect(),
-                    });
                     self.vector_ops.push((
                         config.name.clone(),
                         vf.field.clone(),
                         VectorOp::Upsert(dk.clone(), v.clone(), tags.clone()),
                     ));
                 }
-                None => {
+                _ => {
                     if old.is_some_and(|o| o.vectors.iter().any(|(f, _)| *f == vf.field)) {
                         self.txn.delete(&cf, vk)?;
                         self.vector_ops.push((
@@ -302,9 +311,18 @@ impl<'db> WriteTxn<'db> {
             batch.push(p);
         }
         drop(seen);
+        // Counts bumped once per run of one partition, not per document.
+        let mut start = 0;
+        while start < batch.len() {
+            let part = &batch[start].part;
+            let run = batch[start..].iter().take_while(|p| p.part == *part).count();
+            self.bump_count(&config.name, part, run as i64);
+            start += run;
+        }
         let mut ids = Vec::with_capacity(batch.len());
         for p in batch {
-            ids.push(self.write_new(&config, p)?);
+            ids.push(p.id.clone());
+            self.write(&config, p, None)?;
         }
         Ok(ids)
     }

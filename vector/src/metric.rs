@@ -112,6 +112,11 @@ pub fn check_vector(v: &[f32], dim: usize) -> Result<(), VectorError> {
             got: v.len(),
         });
     }
+    // One pass without an early exit (it vectorises: a query is checked on
+    // every search); the bad element is looked for only when there is one.
+    if v.iter().fold(true, |ok, x| ok & x.is_finite()) {
+        return Ok(());
+    }
     match v.iter().position(|x| !x.is_finite()) {
         Some(index) => Err(VectorError::NonFinite {
             index,

@@ -174,34 +174,17 @@ impl Store for MemoryStore {
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64> {
         let _publish = self.lock_publish();
         let mut state = State::clone(&self.state.load());
-        for (cf, op) in batch.ops {
+        // The ops come grouped by column family: its table is looked up
+        // once per run.
+        let mut ops = batch.ops.into_iter().peekable();
+        while let Some((cf, op)) = ops.next() {
             let table = state
                 .tables
                 .get_mut(&cf)
                 .ok_or_else(|| Error::UnknownColumnFamily { name: cf.clone() })?;
-            match op {
-                Op::Put { key, value } => {
-                    table.insert(Key::new(key), value.into());
-                }
-                Op::Delete { key } => {
-                    table.remove(key.as_slice());
-                }
-                Op::DeleteRange { start, end } => {
-                    let range = KeyRange {
-                        start: Some(start),
-                        end,
-                    };
-                    if range.is_empty() {
-                        continue;
-                    }
-                    let doomed: Vec<Key> = table
-                        .range::<_, [u8]>(range.bounds())
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for k in doomed {
-                        table.remove(&k);
-                    }
-                }
+            apply_op(table, op);
+            while let Some((_, op)) = ops.next_if(|(next, _)| *next == cf) {
+                apply_op(table, op);
             }
         }
         state.version += 1;
@@ -209,6 +192,34 @@ impl Store for MemoryStore {
         let version = state.version;
         self.state.store(Arc::new(state));
         Ok(version)
+    }
+}
+
+/// Applies one op to a table.
+fn apply_op(table: &mut Table, op: Op) {
+    match op {
+        Op::Put { key, value } => {
+            table.insert(Key::new(key), value.into());
+        }
+        Op::Delete { key } => {
+            table.remove(key.as_slice());
+        }
+        Op::DeleteRange { start, end } => {
+            let range = KeyRange {
+                start: Some(start),
+                end,
+            };
+            if range.is_empty() {
+                return;
+            }
+            let doomed: Vec<Key> = table
+                .range::<_, [u8]>(range.bounds())
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in doomed {
+                table.remove(&k);
+            }
+        }
     }
 }
 
