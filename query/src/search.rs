@@ -815,41 +815,37 @@ fn materialize_hits_as(
         let keys: Vec<&[u8]> = hits.iter().map(|h| &*h.id).collect();
         read.get_keys(&keys)?
     };
-    // A repeated id keeps its first (nearest) hit: sorting k indices by id
-    // costs less than hashing and copying every id.
-    let mut order: Vec<usize> = (0..hits.len()).collect();
-    order.sort_unstable_by(|&a, &b| hits[a].id.cmp(&hits[b].id).then(a.cmp(&b)));
-    let mut repeat = vec![false; hits.len()];
-    for pair in order.windows(2) {
-        if hits[pair[0]].id == hits[pair[1]].id {
-            repeat[pair[1]] = true;
-        }
-    }
+    // The hits come from one committed cache view, where an id has at most
+    // one visible row (a commit retires an id's live row at the version its
+    // new row is born), so no id repeats and none need be looked for.
+    debug_assert!(
+        {
+            let mut ids: Vec<&[u8]> = hits.iter().map(|h| &*h.id).collect();
+            ids.sort_unstable();
+            ids.windows(2).all(|w| w[0] != w[1])
+        },
+        "a search returned one id twice"
+    );
     let mut out = Vec::with_capacity(hits.len());
     if ids_only {
         // Each `{_id}` cloned from one layout: no hasher seeded, no key hashed.
         let layout = bson::doc! { "_id": Bson::Null };
-        for (hit, repeat) in hits.iter().zip(repeat) {
-            if !repeat {
-                let id = read.id_of_key(&hit.id)?;
-                let mut doc = layout.clone();
-                if let Some((_, slot)) = doc.iter_mut().next() {
-                    *slot = id.clone();
-                }
-                out.push(SearchHit {
-                    doc,
-                    id,
-                    distance: hit.distance,
-                });
+        for hit in hits {
+            let id = read.id_of_key(&hit.id)?;
+            let mut doc = layout.clone();
+            if let Some((_, slot)) = doc.iter_mut().next() {
+                *slot = id.clone();
             }
+            out.push(SearchHit {
+                doc,
+                id,
+                distance: hit.distance,
+            });
         }
         return Ok(out);
     }
-    for ((hit, doc), repeat) in hits.iter().zip(docs).zip(repeat) {
+    for (hit, doc) in hits.iter().zip(docs) {
         let Some(doc) = doc else { continue };
-        if repeat {
-            continue;
-        }
         let projected = read.materialize(&doc, Some(fields))?;
         let id = projected.get("_id").cloned().unwrap_or(Bson::Null);
         out.push(SearchHit {
