@@ -4,9 +4,9 @@
 # Usage: bash scripts/bench.sh [BENCH] [criterion args...]
 #
 # The workspace's own crates are built without debug assertions and overflow
-# checks here, as a release build has them: the tests keep both, and with
-# them on every slice copy and sort in Slate's code (and in the references
-# beside it) runs its checks too. Dependencies keep the dev profile's
+# checks here, as in a release build: the tests keep both, and with them on
+# every slice copy and sort in Slate's code (and in the references beside
+# it) runs its checks too. Dependencies keep the dev profile's
 # settings, so RocksDB is not rebuilt; switching between this and a test
 # build recompiles only the workspace crates.
 set -euo pipefail
