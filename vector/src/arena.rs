@@ -377,11 +377,11 @@ impl ArenaSnapshot {
         self.one(row).map_or(UNSET, |s| s.died(0))
     }
 
-    /// Asks the CPU to start loading `row`'s vector, and its versions if
-    /// `versions`, into cache (a hint: never faults, changes nothing); a
-    /// no-op past the rows or off x86-64.
+    /// Asks the CPU to start loading the first `lines` cache lines of
+    /// `row`'s vector, and its versions if `versions`, into cache (a hint:
+    /// never faults, changes nothing); a no-op past the rows or off x86-64.
     #[inline]
-    pub(crate) fn prefetch(&self, row: usize, versions: bool) {
+    pub(crate) fn prefetch(&self, row: usize, versions: bool, lines: usize) {
         #[cfg(target_arch = "x86_64")]
         {
             if row >= self.rows {
@@ -394,13 +394,13 @@ impl ArenaSnapshot {
             let start = i * self.dim;
             let cells = &chunk.data[start..start + self.dim];
             if versions {
-                prefetch_row(cells, &[&chunk.born[i], &chunk.died[i]]);
+                prefetch_row(cells, &[&chunk.born[i], &chunk.died[i]], lines);
             } else {
-                prefetch_row(cells, &[]);
+                prefetch_row(cells, &[], lines);
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (row, versions);
+        let _ = (row, versions, lines);
     }
 
     /// Whether `row` (below [`rows`](Self::rows)) is visible at `version`:
@@ -422,10 +422,10 @@ impl ArenaSnapshot {
 /// hint: reads nothing the program sees, never faults).
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn prefetch_row<T>(cells: &[T], versions: &[&AtomicU64]) {
+fn prefetch_row<T>(cells: &[T], versions: &[&AtomicU64], lines: usize) {
     use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
     let data = cells.as_ptr().cast::<i8>();
-    for offset in (0..mem::size_of_val(cells)).step_by(64) {
+    for offset in (0..mem::size_of_val(cells)).step_by(64).take(lines) {
         // SAFETY: a prefetch never faults and changes nothing the program
         // sees; the address lies inside `cells`.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(data.wrapping_add(offset)) };
@@ -473,21 +473,21 @@ impl<'a> Segment<'a> {
         self.died[i].load(Ordering::Relaxed)
     }
 
-    /// Asks the CPU to start loading the `i`-th row's vector, and its
-    /// versions if `versions` (a hint; a no-op past the segment or off
-    /// x86-64).
+    /// Asks the CPU to start loading the first `lines` cache lines of the
+    /// `i`-th row's vector, and its versions if `versions` (a hint; a no-op
+    /// past the segment or off x86-64).
     #[inline]
-    pub(crate) fn prefetch(&self, i: usize, versions: bool) {
+    pub(crate) fn prefetch(&self, i: usize, versions: bool, lines: usize) {
         #[cfg(target_arch = "x86_64")]
         if i < self.born.len() {
             if versions {
-                prefetch_row(self.vector(i), &[&self.born[i], &self.died[i]]);
+                prefetch_row(self.vector(i), &[&self.born[i], &self.died[i]], lines);
             } else {
-                prefetch_row(self.vector(i), &[]);
+                prefetch_row(self.vector(i), &[], lines);
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (i, versions);
+        let _ = (i, versions, lines);
     }
 
     /// Visible at `version` iff `born <= version < died`.
