@@ -391,6 +391,40 @@ impl<'t> CollectionRead<'t> {
         Ok(iter.map(move |e| e.map(|(_, id)| keys::doc_key(&part, &id))))
     }
 
+    /// At most `limit` entries of index `field` whose values lie in the
+    /// encoded range `lo..hi`, in index order, starting just after the
+    /// index key `after` (at the range's start when `None`): each as its
+    /// index key (to resume after) and its document's key. What
+    /// [`index_scan`](Self::index_scan) yields, a batch at a time.
+    pub fn index_entries_after(
+        &self,
+        part: &Part,
+        field: &str,
+        lo: Option<(&[u8], bool)>,
+        hi: Option<(&[u8], bool)>,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check_index(field)?;
+        let mut range = keys::index_value_range(&part.0, field, lo, hi);
+        if let Some(after) = after {
+            // The least key above `after`.
+            let mut next = Vec::with_capacity(after.len() + 1);
+            next.extend_from_slice(after);
+            next.push(0);
+            if range.start.as_ref().is_none_or(|start| next > *start) {
+                range.start = Some(next);
+            }
+        }
+        let mut out = Vec::with_capacity(limit.min(1024));
+        for e in self.snap.range(&self.cf, &range, Direction::Forward)?.take(limit) {
+            let (key, id) = e?;
+            let doc = keys::doc_key(&part.0, &id);
+            out.push((key.into_owned(), doc));
+        }
+        Ok(out)
+    }
+
     /// How many index entries of `field` lie in the range, counting at most
     /// `cap` (returns `cap` when there are more).
     pub fn index_count(

@@ -1102,13 +1102,13 @@ fn explain_uses_an_index_only_when_selective() {
 }
 
 #[test]
-fn a_small_unsorted_limit_stops_estimating_early() {
+fn an_unsorted_limit_streams_the_most_selective_index() {
     for t in backends() {
         let (coll, all) = big_collection(&t);
         // 400 of 2,000 documents: an index scan without a limit (under total / 3).
         let statuses: Vec<Bson> = (0..20).map(|i| Bson::from(format!("s{i}"))).collect();
         let filter = doc! { "status": { "$in": statuses } };
-        let plan = |limit: Option<usize>, sort: &[&str]| {
+        let plan = |filter: &Document, limit: Option<usize>, sort: &[&str]| {
             let mut f = coll.find(filter.clone());
             if let Some(l) = limit {
                 f = f.limit(l);
@@ -1119,37 +1119,66 @@ fn a_small_unsorted_limit_stops_estimating_early() {
             f.explain().expect("explain").source
         };
         assert!(
-            matches!(plan(None, &[]), Source::IndexScan { estimate: 400, .. }),
+            matches!(plan(&filter, None, &[]), Source::IndexScan { estimate: 400, .. }),
             "[{}]",
             t.backend
         );
-        // Limit 5: counting stops at sqrt(5 * 2000) = 100 entries; a scan finds 5 matches
-        // after about 25 documents.
+        // Limit 5: counting stops at 64 entries, and the index is streamed anyway.
         assert!(
-            matches!(plan(Some(5), &[]), Source::Scan { .. }),
+            matches!(
+                plan(&filter, Some(5), &[]),
+                Source::IndexScan {
+                    estimate: 64,
+                    capped: true,
+                    ..
+                }
+            ),
             "[{}]",
             t.backend
         );
-        // A large limit, or a sort (which reads every match), estimates as before.
+        // Without a limit, half the documents are not worth an index; with
+        // one, the index read stops after the limit too.
+        let half = doc! { "flag": true };
         assert!(
-            matches!(plan(Some(300), &[]), Source::IndexScan { .. }),
+            matches!(plan(&half, None, &[]), Source::Scan { .. }),
             "[{}]",
             t.backend
         );
         assert!(
-            matches!(plan(Some(5), &["n"]), Source::IndexScan { .. }),
+            matches!(plan(&half, Some(5), &[]), Source::IndexScan { field, .. } if field == "flag"),
             "[{}]",
             t.backend
         );
-        for (skip, limit) in [(0, Some(5)), (3, Some(5)), (0, Some(300))] {
-            let q = Query {
-                filter: filter.clone(),
-                sort: Vec::new(),
-                skip,
-                limit,
-                projection: None,
-            };
-            check_query(&coll, &all, &q, t.backend);
+        // A sort reads every match: estimated in full.
+        assert!(
+            matches!(
+                plan(&filter, Some(5), &["n"]),
+                Source::IndexScan { estimate: 400, .. }
+            ),
+            "[{}]",
+            t.backend
+        );
+        // The stream reads one small batch of entries and documents for 5 matches.
+        let mut cursor = coll.find(filter.clone()).limit(5).iter().expect("iter");
+        let got = cursor.by_ref().count();
+        assert_eq!(got, 5, "[{}]", t.backend);
+        let stats = cursor.stats();
+        assert!(
+            stats.keys <= 16 && stats.docs_read <= 16,
+            "[{}] read {stats:?} for 5 matches",
+            t.backend
+        );
+        for (skip, limit) in [(0, Some(5)), (3, Some(5)), (0, Some(300)), (250, Some(100))] {
+            for filter in [&filter, &half] {
+                let q = Query {
+                    filter: filter.clone(),
+                    sort: Vec::new(),
+                    skip,
+                    limit,
+                    projection: None,
+                };
+                check_query(&coll, &all, &q, t.backend);
+            }
         }
     }
 }

@@ -1,8 +1,10 @@
 //! `Cursor`: a lazy iterator over a find's documents.
 //!
 //! Unsorted plans stream: a scan resumes from the last key it read, an index
-//! plan walks the key list its ID tier produced, and each call to `next`
-//! reads, filters and projects one batch. Sorted plans read and filter every
+//! scan from the last index entry it read (so a limit ends the index read
+//! too), a merge walks the key list its ID tier produced, and each call to
+//! `next` reads, filters and projects one batch (smaller when a limit wants
+//! fewer documents). Sorted plans read and filter every
 //! candidate once, keeping owned bytes only for documents that can still
 //! enter the result (a bounded heap when a limit follows), then project
 //! lazily. Records failing the filter are never copied or materialised.
@@ -24,12 +26,26 @@ use crate::Result;
 
 /// Documents read per batch.
 const BATCH: usize = 256;
+/// Fewest documents read per batch when a limit needs fewer than
+/// [`BATCH`]: a small limit with a filter that rejects some still takes few
+/// batches.
+const MIN_BATCH: usize = 16;
 
 enum State {
     /// Scanning partition `part` from key `from`.
     Scan {
         part: usize,
         from: Option<Vec<u8>>,
+    },
+    /// Streaming an index scan's entries a batch at a time: partition
+    /// `part`, interval `iv`, from just after index key `after`. `seen`
+    /// holds the document keys produced so far when one document may come
+    /// up twice (a multikey field, several intervals).
+    Index {
+        part: usize,
+        iv: usize,
+        after: Option<Vec<u8>>,
+        seen: Option<HashSet<Vec<u8>>>,
     },
     /// Reading the keys the ID tier produced.
     Keys {
@@ -253,6 +269,18 @@ impl<'t, T> Cursor<'t, T> {
             State::Done
         } else if !cursor.plan.sort.is_empty() {
             cursor.sorted()?
+        } else if let Source::IndexScan {
+            intervals, multikey, ..
+        } = &cursor.plan.source
+        {
+            // Streamed: a limit stops the index read too.
+            let dedupe = *multikey || intervals.len() > 1;
+            State::Index {
+                part: 0,
+                iv: 0,
+                after: None,
+                seen: dedupe.then(HashSet::new),
+            }
         } else if cursor.plan.source.uses_index() {
             let keys = source_keys(&cursor.read, &cursor.parts, &cursor.plan.source)?;
             cursor.stats.keys = keys.len() as u64;
@@ -310,6 +338,32 @@ impl<'t, T> Cursor<'t, T> {
         })
     }
 
+    /// How many keys the next batch reads: [`BATCH`], or fewer when the
+    /// limit (with the skip before it) wants fewer matches, so that a small
+    /// limit reads few documents.
+    fn batch_len(&self) -> usize {
+        if self.counting {
+            return BATCH;
+        }
+        self.remaining
+            .saturating_add(self.to_skip)
+            .clamp(MIN_BATCH, BATCH)
+    }
+
+    /// Reads the documents with `keys`, filters them and takes the matches.
+    fn read_keys(&mut self, keys: &[Vec<u8>]) -> Result<()> {
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let read = self.read.clone();
+        for doc in read.get_keys(&refs)?.into_iter().flatten() {
+            self.stats.docs_read += 1;
+            if self.passes(&doc)? {
+                self.stats.matched += 1;
+                self.emit(&doc)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Takes a matching document: skips, counts the limit, projects.
     fn emit(&mut self, doc: &RawDoc<'_>) -> Result<()> {
         if self.to_skip > 0 {
@@ -346,17 +400,57 @@ impl<'t, T> Cursor<'t, T> {
                         self.state = State::Sorted { docs };
                     }
                 }
+                State::Index {
+                    part,
+                    iv,
+                    after,
+                    mut seen,
+                } => {
+                    let want = self.batch_len();
+                    let Source::IndexScan { field, intervals, .. } = &self.plan.source else {
+                        return Ok(());
+                    };
+                    let (Some(p), Some(interval)) = (self.parts.get(part), intervals.get(iv)) else {
+                        return Ok(());
+                    };
+                    let (lo, hi) = crate::plan::interval_range(interval);
+                    let entries = self
+                        .read
+                        .index_entries_after(p, field, lo, hi, after.as_deref(), want)?;
+                    let last_interval = iv + 1 == intervals.len();
+                    // A short batch ends this interval's range.
+                    let resume = (entries.len() == want).then(|| entries.last().map(|(k, _)| k.clone()));
+                    let keys: Vec<Vec<u8>> = entries
+                        .into_iter()
+                        .map(|(_, doc)| doc)
+                        .filter(|doc| seen.as_mut().is_none_or(|s| s.insert(doc.clone())))
+                        .collect();
+                    self.stats.keys += keys.len() as u64;
+                    self.read_keys(&keys)?;
+                    self.state = match resume.flatten() {
+                        Some(after) => State::Index {
+                            part,
+                            iv,
+                            after: Some(after),
+                            seen,
+                        },
+                        None if last_interval => State::Index {
+                            part: part + 1,
+                            iv: 0,
+                            after: None,
+                            seen,
+                        },
+                        None => State::Index {
+                            part,
+                            iv: iv + 1,
+                            after: None,
+                            seen,
+                        },
+                    };
+                }
                 State::Keys { keys, pos } => {
-                    let end = (pos + BATCH).min(keys.len());
-                    let refs: Vec<&[u8]> = keys[pos..end].iter().map(Vec::as_slice).collect();
-                    let read = self.read.clone();
-                    for doc in read.get_keys(&refs)?.into_iter().flatten() {
-                        self.stats.docs_read += 1;
-                        if self.passes(&doc)? {
-                            self.stats.matched += 1;
-                            self.emit(&doc)?;
-                        }
-                    }
+                    let end = (pos + self.batch_len()).min(keys.len());
+                    self.read_keys(&keys[pos..end])?;
                     if end < keys.len() {
                         self.state = State::Keys { keys, pos: end };
                     }

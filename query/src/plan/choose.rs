@@ -145,19 +145,30 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     let total = count_parts(read, parts)?;
     // Estimates stop counting where an index could no longer win.
     let mut cap = (total / LOOKUP_COST).max(64);
-    if spec.sort.is_empty() {
-        if let Some(limit) = spec.limit {
-            // Unsorted with a limit, a scan stops after `want` matches: about
-            // want * total / n documents for a predicate matching n. Once c
-            // entries are counted, n >= c bounds that by want * total / c, so
-            // past sqrt(want * total) entries the scan costs no more than
-            // the counting would.
+    // Unsorted with a limit, both sources stop after `want` matches: a scan
+    // after about want * total / m documents (m matching), a streamed index
+    // scan after about want * n / m entries (n in its range), each a lookup.
+    // The index costs at most LOOKUP_COST times the scan (when n is about
+    // the total) and the scan any multiple of the index (when n is small),
+    // so the most selective index scan runs whatever its count, and counting
+    // past LOOKUP_COST * want entries would only rank indexes that all
+    // read a few lookups per match anyway.
+    let limited = match spec.limit {
+        Some(limit) if spec.sort.is_empty() => {
             let want = (limit as u64).saturating_add(spec.skip as u64);
-            cap = cap.min(want.saturating_mul(total).isqrt().max(64));
+            cap = cap.min(want.saturating_mul(LOOKUP_COST).max(64));
+            true
         }
-    }
+        _ => false,
+    };
     let source = match &spec.filter {
-        Some(filter) => choose_source(read, parts, filter, total, cap, None)?.0,
+        Some(filter) => {
+            let (source, most_selective) = choose_source(read, parts, filter, total, cap, None)?;
+            match most_selective {
+                Some(index) if limited && !source.uses_index() => index,
+                _ => source,
+            }
+        }
         None => Source::Scan { estimate: total },
     };
     Ok(Plan {
