@@ -183,7 +183,10 @@ impl CacheView {
     }
 
     fn tagged(&self, field: &str, ranges: &[TagRange<'_>], visible_only: bool) -> Option<Vec<RowId>> {
-        let mut rows = Vec::new();
+        /// Rows collected before the first regrowth.
+        const TAGGED_ROWS_ROOM: usize = 256;
+        // Room for a selective filter's rows without regrowing.
+        let mut rows = Vec::with_capacity(TAGGED_ROWS_ROOM);
         self.tags_for(field)?.rows_in(ranges, &mut rows);
         // Rows linked after this view's snapshot lie past its rows.
         let n = self.snap.rows();
@@ -197,6 +200,10 @@ impl CacheView {
         // sequential): a sort when the rows are few, else a bitset, which
         // costs a pass over a bit per row of the view.
         let m = rows.len();
+        if rows.windows(2).all(|w| w[0] < w[1]) {
+            // One posting list, or lists that follow each other.
+            return Some(rows.into_iter().map(RowId).collect());
+        }
         if m.saturating_mul(m.max(2).ilog2() as usize).saturating_mul(64) < n {
             rows.sort_unstable();
             rows.dedup();
