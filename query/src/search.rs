@@ -605,11 +605,15 @@ pub fn search(
             .map_or(n, |s| s.estimate() as f64),
     };
     let s = selectivity.max(1.0 / n.max(1.0));
-    let lazy_cost = |base_rows: f64, rel: f64| CostModel::lazy_checks(base_rows, rel, k) * model.doc_check;
     // Scans (plain and masked) run on `par` threads, each over its share
     // of the rows; gather, the index or tag reads and a mask's build run on
     // the calling thread.
     let par = slate_vector::effective_threads(spec.threads).max(1) as f64;
+    // A lazy scan's threads each fill a heap of their own over their share
+    // (the bound they share only helps once one is full), so each checks
+    // what a lazy scan of its share alone would.
+    let lazy_cost =
+        |base_rows: f64, rel: f64| par * CostModel::lazy_checks(base_rows / par, rel, k) * model.doc_check;
     let scan_cost = if spec.filter.is_some() {
         (n + lazy_cost(n, s)) / par
     } else {

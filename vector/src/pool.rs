@@ -71,6 +71,59 @@ where
     Ok(pool(threads)?.install(job))
 }
 
+/// [`fold`] when `in_shares` is false; when true, each thread folds one
+/// contiguous share of `items` into one accumulator (exactly one per
+/// thread, where `fold` lets rayon split the items further: more
+/// accumulators, each starting empty). For a lazily filtered scan, whose
+/// accumulator is a top-k heap that checks every row's filter until it
+/// holds k matches.
+pub(crate) fn fold_shared<T, A, I, S, M>(
+    threads: usize,
+    in_shares: bool,
+    items: &[T],
+    init: I,
+    step: S,
+    merge: M,
+) -> Result<A>
+where
+    T: Sync,
+    A: Send,
+    I: Fn() -> A + Sync + Send,
+    S: Fn(A, &T) -> A + Sync + Send,
+    M: Fn(A, A) -> A + Sync + Send,
+{
+    if in_shares {
+        fold_in_shares(threads, items, init, step, merge)
+    } else {
+        fold(threads, items, init, step, merge)
+    }
+}
+
+fn fold_in_shares<T, A, I, S, M>(threads: usize, items: &[T], init: I, step: S, merge: M) -> Result<A>
+where
+    T: Sync,
+    A: Send,
+    I: Fn() -> A + Sync + Send,
+    S: Fn(A, &T) -> A + Sync + Send,
+    M: Fn(A, A) -> A + Sync + Send,
+{
+    let threads = effective(threads);
+    if threads <= 1 || items.len() <= 1 {
+        return Ok(items.iter().fold(init(), step));
+    }
+    let share = items.len().div_ceil(threads);
+    let job = || {
+        items
+            .par_chunks(share)
+            .map(|chunk| chunk.iter().fold(init(), &step))
+            .reduce(&init, &merge)
+    };
+    if threads == rayon::current_num_threads() {
+        return Ok(job());
+    }
+    Ok(pool(threads)?.install(job))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +134,9 @@ mod tests {
         for threads in [0, 1, 2, 3, 64] {
             let sum = fold(threads, &items, || 0u64, |a, &x| a + x, |a, b| a + b).expect("pool starts");
             assert_eq!(sum, 500_500, "threads = {threads}");
+            let sum = fold_shared(threads, true, &items, || 0u64, |a, &x| a + x, |a, b| a + b)
+                .expect("pool starts");
+            assert_eq!(sum, 500_500, "threads = {threads}, in shares");
         }
     }
 }

@@ -253,12 +253,17 @@ impl CacheView {
         self.check_query(query, 0)?;
         let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
         let ranges = self.snap.ranges(TASK_ROWS);
-        // Each parallel task keeps its own heap; the shared bound lets a task
-        // skip rows (and their filter checks) that another task's full heap
-        // already rules out.
+        // Each parallel fold keeps its own heap; the shared bound lets it
+        // skip rows (and their filter checks) that another fold's full heap
+        // already rules out. Under a lazy filter a heap checks every row
+        // until it holds k matches, so each thread keeps one heap for its
+        // whole share rather than one per split rayon would make.
         let shared = SharedBound::new();
-        let (top, stats) = crate::pool::fold(
+        // Under a lazy filter each heap checks every row until it holds k
+        // matches: one heap per thread, not one per split rayon makes.
+        let (top, stats) = crate::pool::fold_shared(
             threads,
+            filters.lazy.is_some(),
             &ranges,
             || (TopK::with_k(k), SearchStats::default()),
             |(mut top, mut stats), range| {
