@@ -721,10 +721,15 @@ pub fn search(
                 }
             };
             explain.candidates_from = from;
+            // An exact index's rows are the matches: no filter, and the
+            // scan splits as an unfiltered one does (a lazy one keeps a
+            // share of the rows per thread).
             let check = |_: RowId, key: &[u8]| checker.accepts(key);
-            let pass = |_: RowId, _: &[u8]| true;
-            let pred: RowPredicate<'_> = if exact { &pass } else { &check };
-            let (hits, stats) = view.search_mask_lazy(&spec.query, spec.k, spec.threads, &mask, pred)?;
+            let (hits, stats) = if exact {
+                view.search_mask_counted(&spec.query, spec.k, spec.threads, &mask)?
+            } else {
+                view.search_mask_lazy(&spec.query, spec.k, spec.threads, &mask, &check)?
+            };
             explain.rows_scanned = stats.rows_scanned;
             explain.heap_pushes = stats.heap_pushes;
             hits

@@ -143,7 +143,18 @@ impl CacheView {
     /// Bitmap scan: the k nearest visible rows among those in `mask`; rows
     /// outside it cost no distance.
     pub fn search_mask(&self, query: &[f32], k: usize, threads: usize, mask: &RowMask) -> Result<Vec<Hit>> {
-        let (hits, _) = self.scan(
+        Ok(self.search_mask_counted(query, k, threads, mask)?.0)
+    }
+
+    /// [`search_mask`](Self::search_mask), with what it did.
+    pub fn search_mask_counted(
+        &self,
+        query: &[f32],
+        k: usize,
+        threads: usize,
+        mask: &RowMask,
+    ) -> Result<(Vec<Hit>, SearchStats)> {
+        self.scan(
             query,
             k,
             threads,
@@ -151,8 +162,7 @@ impl CacheView {
                 mask: Some(mask),
                 lazy: None,
             },
-        )?;
-        Ok(hits)
+        )
     }
 
     /// Bitmap scan with a lazy residual: the k nearest visible rows in
