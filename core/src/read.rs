@@ -142,6 +142,9 @@ pub(crate) fn read_collection(snap: &dyn Snapshot, name: &str) -> Result<(Arc<Co
     Ok((config, cf))
 }
 
+/// An index entry's key and the key of its document.
+type IndexEntry<'a> = (Cow<'a, [u8]>, Vec<u8>);
+
 /// A document read from a collection: its key and raw BSON bytes (borrowed from
 /// the snapshot where the backend lends them).
 #[derive(Debug, Clone)]
@@ -384,11 +387,8 @@ impl<'t> CollectionRead<'t> {
         lo: Option<(&[u8], bool)>,
         hi: Option<(&[u8], bool)>,
     ) -> Result<impl Iterator<Item = Result<Vec<u8>>> + '_> {
-        self.check_index(field)?;
-        let range = keys::index_value_range(&part.0, field, lo, hi);
-        let part = part.0.clone();
-        let iter = self.snap.range(&self.cf, &range, Direction::Forward)?;
-        Ok(iter.map(move |e| e.map(|(_, id)| keys::doc_key(&part, &id))))
+        let entries = self.index_entries(part, field, lo, hi, None)?;
+        Ok(entries.map(|e| e.map(|(_, doc)| doc)))
     }
 
     /// At most `limit` entries of index `field` whose values lie in the
@@ -405,6 +405,22 @@ impl<'t> CollectionRead<'t> {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.index_entries(part, field, lo, hi, after)?
+            .take(limit)
+            .map(|e| e.map(|(key, doc)| (key.into_owned(), doc)))
+            .collect()
+    }
+
+    /// The entries of index `field` in the encoded range `lo..hi` from just
+    /// after index key `after`, each as its index key and document key.
+    fn index_entries(
+        &self,
+        part: &Part,
+        field: &str,
+        lo: Option<(&[u8], bool)>,
+        hi: Option<(&[u8], bool)>,
+        after: Option<&[u8]>,
+    ) -> Result<impl Iterator<Item = Result<IndexEntry<'_>>> + '_> {
         self.check_index(field)?;
         let mut range = keys::index_value_range(&part.0, field, lo, hi);
         if let Some(after) = after {
@@ -416,13 +432,9 @@ impl<'t> CollectionRead<'t> {
                 range.start = Some(next);
             }
         }
-        let mut out = Vec::with_capacity(limit.min(1024));
-        for e in self.snap.range(&self.cf, &range, Direction::Forward)?.take(limit) {
-            let (key, id) = e?;
-            let doc = keys::doc_key(&part.0, &id);
-            out.push((key.into_owned(), doc));
-        }
-        Ok(out)
+        let part = part.0.clone();
+        let iter = self.snap.range(&self.cf, &range, Direction::Forward)?;
+        Ok(iter.map(move |e| e.map(|(key, id)| (key, keys::doc_key(&part, &id)))))
     }
 
     /// How many index entries of `field` lie in the range, counting at most

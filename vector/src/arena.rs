@@ -392,12 +392,12 @@ impl ArenaSnapshot {
             };
             let i = row % self.chunk_rows;
             let start = i * self.dim;
-            let cells = &chunk.data[start..start + self.dim];
-            if versions {
-                prefetch_row(cells, &[&chunk.born[i], &chunk.died[i]], lines);
+            let versions: &[&AtomicU64] = if versions {
+                &[&chunk.born[i], &chunk.died[i]]
             } else {
-                prefetch_row(cells, &[], lines);
-            }
+                &[]
+            };
+            prefetch_row(&chunk.data[start..start + self.dim], versions, lines);
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (row, versions, lines);
@@ -480,11 +480,12 @@ impl<'a> Segment<'a> {
     pub(crate) fn prefetch(&self, i: usize, versions: bool, lines: usize) {
         #[cfg(target_arch = "x86_64")]
         if i < self.born.len() {
-            if versions {
-                prefetch_row(self.vector(i), &[&self.born[i], &self.died[i]], lines);
+            let versions: &[&AtomicU64] = if versions {
+                &[&self.born[i], &self.died[i]]
             } else {
-                prefetch_row(self.vector(i), &[], lines);
-            }
+                &[]
+            };
+            prefetch_row(self.vector(i), versions, lines);
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (i, versions, lines);

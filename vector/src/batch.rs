@@ -124,16 +124,13 @@ impl CacheView {
         // with empty heaps and scores rows exactly until its bounds tighten,
         // so the fewer, the better (rayon's own splitting cost ~15% on two
         // threads at 100k × 384).
-        let share = ranges.len().div_ceil(crate::pool::effective(threads)).max(1);
-        let shares: Vec<&[Range<usize>]> = ranges.chunks(share).collect();
         let worker = crate::pool::fold(
             threads,
-            &shares,
+            true,
+            &ranges,
             || Worker::new(k, &queries),
-            |mut worker, share| {
-                for range in *share {
-                    self.scan_block(&queries, range.clone(), &mut worker);
-                }
+            |mut worker, range| {
+                self.scan_block(&queries, range.clone(), &mut worker);
                 worker
             },
             |a, b| a.merge(b, &queries),

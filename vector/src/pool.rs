@@ -52,32 +52,13 @@ pub fn effective(threads: usize) -> usize {
 /// Folds `items` into one accumulator on `threads` threads (see the module
 /// docs). `merge` must be associative and, for deterministic results,
 /// insensitive to how the items were grouped.
-pub(crate) fn fold<T, A, I, S, M>(threads: usize, items: &[T], init: I, step: S, merge: M) -> Result<A>
-where
-    T: Sync,
-    A: Send,
-    I: Fn() -> A + Sync + Send,
-    S: Fn(A, &T) -> A + Sync + Send,
-    M: Fn(A, A) -> A + Sync + Send,
-{
-    let threads = effective(threads);
-    if threads <= 1 || items.len() <= 1 {
-        return Ok(items.iter().fold(init(), step));
-    }
-    let job = || items.par_iter().fold(&init, &step).reduce(&init, &merge);
-    if threads == rayon::current_num_threads() {
-        return Ok(job());
-    }
-    Ok(pool(threads)?.install(job))
-}
-
-/// [`fold`] when `in_shares` is false; when true, each thread folds one
-/// contiguous share of `items` into one accumulator (exactly one per
-/// thread, where `fold` lets rayon split the items further: more
-/// accumulators, each starting empty). For a lazily filtered scan, whose
-/// accumulator is a top-k heap that checks every row's filter until it
-/// holds k matches.
-pub(crate) fn fold_shared<T, A, I, S, M>(
+///
+/// With `in_shares`, each thread folds one contiguous share of `items` into
+/// one accumulator (exactly one per thread); without it, rayon may split
+/// the items further (more accumulators, each starting empty). Shares suit
+/// a lazily filtered scan, whose accumulator is a top-k heap that checks
+/// every row's filter until it holds k matches.
+pub(crate) fn fold<T, A, I, S, M>(
     threads: usize,
     in_shares: bool,
     items: &[T],
@@ -92,31 +73,19 @@ where
     S: Fn(A, &T) -> A + Sync + Send,
     M: Fn(A, A) -> A + Sync + Send,
 {
-    if in_shares {
-        fold_in_shares(threads, items, init, step, merge)
-    } else {
-        fold(threads, items, init, step, merge)
-    }
-}
-
-fn fold_in_shares<T, A, I, S, M>(threads: usize, items: &[T], init: I, step: S, merge: M) -> Result<A>
-where
-    T: Sync,
-    A: Send,
-    I: Fn() -> A + Sync + Send,
-    S: Fn(A, &T) -> A + Sync + Send,
-    M: Fn(A, A) -> A + Sync + Send,
-{
     let threads = effective(threads);
     if threads <= 1 || items.len() <= 1 {
         return Ok(items.iter().fold(init(), step));
     }
-    let share = items.len().div_ceil(threads);
     let job = || {
-        items
-            .par_chunks(share)
-            .map(|chunk| chunk.iter().fold(init(), &step))
-            .reduce(&init, &merge)
+        if in_shares {
+            items
+                .par_chunks(items.len().div_ceil(threads))
+                .map(|chunk| chunk.iter().fold(init(), &step))
+                .reduce(&init, &merge)
+        } else {
+            items.par_iter().fold(&init, &step).reduce(&init, &merge)
+        }
     };
     if threads == rayon::current_num_threads() {
         return Ok(job());
@@ -132,10 +101,10 @@ mod tests {
     fn every_thread_count_gives_the_same_sum() {
         let items: Vec<u64> = (1..=1000).collect();
         for threads in [0, 1, 2, 3, 64] {
-            let sum = fold(threads, &items, || 0u64, |a, &x| a + x, |a, b| a + b).expect("pool starts");
+            let sum =
+                fold(threads, false, &items, || 0u64, |a, &x| a + x, |a, b| a + b).expect("pool starts");
             assert_eq!(sum, 500_500, "threads = {threads}");
-            let sum = fold_shared(threads, true, &items, || 0u64, |a, &x| a + x, |a, b| a + b)
-                .expect("pool starts");
+            let sum = fold(threads, true, &items, || 0u64, |a, &x| a + x, |a, b| a + b).expect("pool starts");
             assert_eq!(sum, 500_500, "threads = {threads}, in shares");
         }
     }

@@ -269,9 +269,7 @@ impl CacheView {
         // until it holds k matches, so each thread keeps one heap for its
         // whole share rather than one per split rayon would make.
         let shared = SharedBound::new();
-        // Under a lazy filter each heap checks every row until it holds k
-        // matches: one heap per thread, not one per split rayon makes.
-        let (top, stats) = crate::pool::fold_shared(
+        let (top, stats) = crate::pool::fold(
             threads,
             filters.lazy.is_some(),
             &ranges,

@@ -417,9 +417,17 @@ impl<'t, T> Cursor<'t, T> {
                     let entries = self
                         .read
                         .index_entries_after(p, field, lo, hi, after.as_deref(), want)?;
-                    let last_interval = iv + 1 == intervals.len();
-                    // A short batch ends this interval's range.
-                    let resume = (entries.len() == want).then(|| entries.last().map(|(k, _)| k.clone()));
+                    // A full batch resumes after its last entry; a short one
+                    // ends this interval's range.
+                    let resume = match entries.last() {
+                        Some((key, _)) if entries.len() == want => Some(key.clone()),
+                        _ => None,
+                    };
+                    let (part, iv) = match resume {
+                        Some(_) => (part, iv),
+                        None if iv + 1 == intervals.len() => (part + 1, 0),
+                        None => (part, iv + 1),
+                    };
                     let keys: Vec<Vec<u8>> = entries
                         .into_iter()
                         .map(|(_, doc)| doc)
@@ -427,25 +435,11 @@ impl<'t, T> Cursor<'t, T> {
                         .collect();
                     self.stats.keys += keys.len() as u64;
                     self.read_keys(&keys)?;
-                    self.state = match resume.flatten() {
-                        Some(after) => State::Index {
-                            part,
-                            iv,
-                            after: Some(after),
-                            seen,
-                        },
-                        None if last_interval => State::Index {
-                            part: part + 1,
-                            iv: 0,
-                            after: None,
-                            seen,
-                        },
-                        None => State::Index {
-                            part,
-                            iv: iv + 1,
-                            after: None,
-                            seen,
-                        },
+                    self.state = State::Index {
+                        part,
+                        iv,
+                        after: resume,
+                        seen,
                     };
                 }
                 State::Keys { keys, pos } => {
