@@ -11,7 +11,7 @@ use std::time::Instant;
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use slate::bson::{doc, spec::BinarySubtype, Binary, Document};
-use slate::{CollectionConfig, Db, Metric, Strategy};
+use slate::{CollectionConfig, Db, Metric, Strategy, VectorField};
 
 /// Timed runs of each search; the table shows the fastest.
 const RUNS: usize = 5;
@@ -41,7 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .index("category")
             .index("lang")
             .index("published")
-            .vector("embedding", dim, Metric::Cosine),
+            .vector_field_config(VectorField::new("embedding", dim, Metric::Cosine).with_codes(true)),
     )?;
 
     println!("generating {n} articles with {dim}-d embeddings...");

@@ -44,7 +44,7 @@ pub use find::Find;
 pub use search::Search;
 pub use server::{ErrorKind, Server, ServerConfig};
 pub use slate_core as core;
-pub use slate_core::{CollectionConfig, Metric};
+pub use slate_core::{CollectionConfig, Metric, VectorField};
 pub use slate_query as query;
 pub use slate_query::{SearchExplain, SearchHit, Strategy};
 pub use slate_vector as vector;

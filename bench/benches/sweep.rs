@@ -9,7 +9,8 @@
 //!
 //! `bash scripts/bench.sh sweep` (100k × 384, k = 10, one thread per query);
 //! `SLATE_SWEEP_N` and `SLATE_SWEEP_DIM` change the size, and
-//! `SLATE_SWEEP_ONLY=0.01` runs just that selectivity (indexed), for profiling.
+//! `SLATE_SWEEP_ONLY=0.01` runs just that selectivity (indexed), for profiling;
+//! `SLATE_SWEEP_CODES=0` runs without row codes.
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -29,7 +30,8 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
     let model = slate::query::CostModel::for_dim(config.dim);
     eprintln!(
         "calibration at {} x {}: row {:.1} ns; in rows: doc_check {:.2} (model {:.2}), doc_scan {:.2} \
-         (model {:.2}), gather_row {:.2} (model {:.2}), mask_row {:.2} (model {:.2}), mask_cold {:.2} (model {:.2}), mask_skip {:.4} (model {:.4})",
+         (model {:.2}), gather_row {:.2} (model {:.2}), code_row {:.2} (model {:.2}; {:.0} rows of the 10% gather \
+         survived, model {:.0}), mask_row {:.2} (model {:.2}), mask_cold {:.2} (model {:.2}), mask_skip {:.4} (model {:.4})",
         config.n,
         config.dim,
         cal.row_nanos,
@@ -39,6 +41,10 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
         model.doc_scan,
         cal.gather_row,
         model.gather_row,
+        cal.code_row,
+        model.code_row,
+        cal.survivors,
+        slate::query::CostModel::survivors(config.n as f64 / 10.0, config.k as f64),
         cal.mask_row,
         model.mask_row,
         cal.mask_cold,
@@ -52,6 +58,7 @@ fn bench(c: &mut Criterion) {
     let config = SweepConfig {
         n: env_usize("SLATE_SWEEP_N", 100_000),
         dim: env_usize("SLATE_SWEEP_DIM", 384),
+        codes: env_usize("SLATE_SWEEP_CODES", 1) != 0,
         ..SweepConfig::default()
     };
     let only: Option<f64> = std::env::var("SLATE_SWEEP_ONLY")

@@ -94,6 +94,7 @@ fn plan(quick: bool) -> Plan {
                 k: 10,
                 queries: 8,
                 min_time: Duration::from_millis(40),
+                ..SweepConfig::default()
             },
         }
     } else {
@@ -121,6 +122,7 @@ fn plan(quick: bool) -> Plan {
                 k: 10,
                 queries: 16,
                 min_time: Duration::from_millis(500),
+                ..SweepConfig::default()
             },
         }
     }

@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
 use ordered_float::OrderedFloat;
 use simsimd::SpatialSimilarity;
-use slate::{CollectionConfig, Db, Metric, SearchExplain, Strategy};
-use slate_vector::{RowId, RowMask, VectorCache};
+use slate::{CollectionConfig, Db, Metric, SearchExplain, Strategy, VectorField};
+use slate_vector::{CacheConfig, RowId, RowMask, VectorCache};
 
 /// Distinct bucket values; selectivities are multiples of `1 / BUCKETS`.
 pub const BUCKETS: u64 = 10_000;
@@ -65,6 +65,9 @@ pub struct SweepConfig {
     pub queries: usize,
     /// Minimum time spent timing each (point, strategy) pair.
     pub min_time: Duration,
+    /// Whether Slate's field (and the kernel reference's cache) keep row
+    /// codes ([`VectorField::with_codes`]); the plain reference has none.
+    pub codes: bool,
 }
 
 impl Default for SweepConfig {
@@ -75,6 +78,7 @@ impl Default for SweepConfig {
             k: 10,
             queries: 16,
             min_time: Duration::from_millis(500),
+            codes: true,
         }
     }
 }
@@ -174,13 +178,14 @@ pub fn filter_for(selectivity: f64, indexed: bool, w: usize) -> Document {
 /// Builds the data set (in memory; a 100k × 384 build takes a few seconds).
 pub fn build(config: &SweepConfig) -> Result<SweepData, Box<dyn std::error::Error>> {
     let db = Db::memory();
-    let docs = db.create_collection(CollectionConfig::new("docs").index("bucket").vector(
-        "embedding",
-        config.dim,
-        Metric::L2,
-    ))?;
+    let field = VectorField::new("embedding", config.dim, Metric::L2).with_codes(config.codes);
+    let docs = db.create_collection(
+        CollectionConfig::new("docs")
+            .index("bucket")
+            .vector_field_config(field),
+    )?;
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-    let reference = VectorCache::new(config.dim, Metric::L2)?;
+    let reference = VectorCache::with_config(CacheConfig::new(config.dim, Metric::L2).codes(config.codes))?;
     let mut buckets = Vec::with_capacity(config.n);
     let mut items: Vec<(Vec<u8>, Vec<f32>)> = Vec::with_capacity(config.n);
     let mut plain = Vec::with_capacity(config.n * config.dim);
@@ -434,8 +439,18 @@ impl SweepData {
         let ten = |i: usize| &tens[i % tens.len()];
         let (_, ex) = self.slate_explain(&q[0], ten(0), Strategy::Gather)?;
         let cands = ex.rows_scanned.max(1) as f64;
+        let survivors = ex.rows_scanned.saturating_sub(ex.rows_pruned) as f64;
         let gather = secs(time_qps(q, t, |i, query| {
             self.slate(query, ten(i), Strategy::Gather)?;
+            Ok(())
+        })?);
+        // A row gathered outright: the kernel's gather of the same rows
+        // with a filter that passes everything, which the codes cannot
+        // prune (it is checked only for rows that could enter).
+        let ten_rows: Vec<Window> = (0..windows(0.1)).map(|w| self.window(0.1, true, w)).collect();
+        let pass = |_: RowId, _: &[u8]| true;
+        let outright = secs(time_qps(q, t, |i, query| {
+            view.search_rows_lazy(query, self.config.k, &ten_rows[i % ten_rows.len()].rows, &pass)?;
             Ok(())
         })?);
         let masked = secs(time_qps(q, t, |i, query| {
@@ -473,7 +488,9 @@ impl SweepData {
             mask_cold: ((sparse_masked - skipped) / sparse_rows / row - mask_row).max(0.0),
             row_nanos: row * 1e9,
             mask_skip: skipped / n / row,
-            gather_row: gather / cands / row,
+            gather_row: outright / cands / row,
+            code_row: ((gather - outright / cands * survivors) / cands / row).max(0.0),
+            survivors,
             mask_row,
             doc_check: ((scan - all) / (lazy.docs_checked.max(1) as f64) / row).max(0.0),
             doc_scan: raw / n / row,
@@ -604,6 +621,11 @@ pub struct Calibration {
     /// carry their tags). The index path's `candidate` constant was
     /// calibrated before the tags (commit 561b458) and is not measured here.
     pub gather_row: f64,
+    /// A row of Slate's gather under that filter bounded from its code,
+    /// beyond the survivors' distances.
+    pub code_row: f64,
+    /// Rows of that gather whose codes did not rule them out.
+    pub survivors: f64,
     /// A document read by key and checked against the filter.
     pub doc_check: f64,
     /// A document read and checked during a sequential scan.

@@ -23,6 +23,9 @@ pub struct VectorField {
     pub dim: usize,
     /// How distances are measured.
     pub metric: Metric,
+    /// Whether the field's cache keeps an 8-bit code of every vector
+    /// ([`CacheConfig::codes`](slate_vector::CacheConfig::codes)). Default: off.
+    pub codes: bool,
 }
 
 impl VectorField {
@@ -32,7 +35,17 @@ impl VectorField {
             field: field.into(),
             dim,
             metric,
+            codes: false,
         }
+    }
+
+    /// Keeps an 8-bit code of every vector in the cache, a quarter more
+    /// memory at dim 384 for gathers that read only the vectors the codes
+    /// cannot rule out (see [`CacheConfig::codes`](slate_vector::CacheConfig::codes)).
+    #[must_use]
+    pub fn with_codes(mut self, on: bool) -> Self {
+        self.codes = on;
+        self
     }
 }
 
@@ -73,6 +86,13 @@ impl CollectionConfig {
     #[must_use]
     pub fn vector(mut self, field: impl Into<String>, dim: usize, metric: Metric) -> Self {
         self.vectors.push(VectorField::new(field, dim, metric));
+        self
+    }
+
+    /// Adds a vector field configured in full (its codes, say). Default: none.
+    #[must_use]
+    pub fn vector_field_config(mut self, field: VectorField) -> Self {
+        self.vectors.push(field);
         self
     }
 
@@ -132,9 +152,12 @@ impl CollectionConfig {
             .vectors
             .iter()
             .map(|v| {
-                Bson::Document(
-                    doc! { "field": &v.field, "dim": v.dim as i64, "metric": v.metric.to_string() },
-                )
+                let mut d = doc! { "field": &v.field, "dim": v.dim as i64, "metric": v.metric.to_string() };
+                // Written only when on, so catalogs from before codes read as off.
+                if v.codes {
+                    d.insert("codes", true);
+                }
+                Bson::Document(d)
             })
             .collect();
         let mut d = doc! {
@@ -170,11 +193,19 @@ impl CollectionConfig {
                 .ok()
                 .and_then(|m| m.parse::<Metric>().ok())
                 .ok_or_else(|| corrupt("vector metric"))?;
-            vectors.push(VectorField::new(
-                field,
-                usize::try_from(dim).map_err(|_| corrupt("vector dim"))?,
-                metric,
-            ));
+            let codes = match v.get("codes") {
+                None => false,
+                Some(Bson::Boolean(on)) => *on,
+                Some(_) => return Err(corrupt("vector codes")),
+            };
+            vectors.push(
+                VectorField::new(
+                    field,
+                    usize::try_from(dim).map_err(|_| corrupt("vector dim"))?,
+                    metric,
+                )
+                .with_codes(codes),
+            );
         }
         Ok(Self {
             name: d.get_str("name").map_err(|_| corrupt("name"))?.to_owned(),
@@ -231,10 +262,26 @@ mod tests {
             .index("status")
             .index("meta.tags")
             .vector("emb", 384, Metric::Cosine)
+            .vector_field_config(VectorField::new("coded", 8, Metric::L2).with_codes(true))
             .partition_key("tenant");
         c.validate().expect("valid");
         let bytes = bson::to_vec(&c.to_document()).expect("encode");
         assert_eq!(CollectionConfig::from_bytes("docs", &bytes).expect("decode"), c);
+        assert!(c.vector_field("coded").is_some_and(|v| v.codes));
+        assert!(c.vector_field("emb").is_some_and(|v| !v.codes));
+        // A catalog entry without `codes` (written before them) reads as off;
+        // one with a codes value that is not a boolean is corrupt.
+        let mut d = c.to_document();
+        let mut vectors = d.get_array("vectors").expect("vectors").clone();
+        if let Some(Bson::Document(v)) = vectors.get_mut(1) {
+            v.insert("codes", "yes");
+        }
+        d.insert("vectors", vectors);
+        let bytes = bson::to_vec(&d).expect("encode");
+        assert!(matches!(
+            CollectionConfig::from_bytes("docs", &bytes),
+            Err(Error::Corrupt { .. })
+        ));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bson::{Bson, Document};
-use slate_vector::{RowTags, VectorCache};
+use slate_vector::{CacheConfig, RowTags, VectorCache};
 
 use crate::catalog::{collection_cf, CollectionConfig, VectorField};
 use crate::keys;
@@ -53,7 +53,7 @@ impl VectorSet {
             .vectors
             .iter()
             .filter_map(|vf| {
-                VectorCache::new(vf.dim, vf.metric)
+                VectorCache::with_config(CacheConfig::new(vf.dim, vf.metric).codes(vf.codes))
                     .ok()
                     .map(|c| (vf.field.clone(), Arc::new(c)))
             })

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bson::{Bson, Document};
 use slate_core::{CollectionRead, KeyRange, Part, RawDoc};
-use slate_vector::{CacheView, Hit, RowId, RowMask, RowPredicate, TagRange};
+use slate_vector::{CacheView, Hit, RowId, RowMask, TagRange};
 
 use crate::exec::source_keys;
 use crate::filter::Filter;
@@ -116,8 +116,11 @@ pub struct SearchExplain {
     pub estimated_by: &'static str,
     /// Estimated cost of each strategy, in scan-row units (`None`: not possible).
     pub costs: Vec<(Strategy, Option<f64>)>,
-    /// Rows whose distance was computed.
+    /// Rows considered: their distance computed, or bounded from their code.
     pub rows_scanned: u64,
+    /// Rows of `rows_scanned` ruled out by their code's bound alone, their
+    /// vectors never read (gather with nothing left to check).
+    pub rows_pruned: u64,
     /// Documents read and checked against the filter.
     pub docs_checked: u64,
     /// Candidates pushed into a top-k heap.
@@ -147,8 +150,8 @@ impl std::fmt::Display for SearchExplain {
         }
         write!(
             f,
-            "  ran: rows_scanned={} docs_checked={} heap_pushes={}",
-            self.rows_scanned, self.docs_checked, self.heap_pushes
+            "  ran: rows_scanned={} rows_pruned={} docs_checked={} heap_pushes={}",
+            self.rows_scanned, self.rows_pruned, self.docs_checked, self.heap_pushes
         )?;
         if !self.candidates_from.is_empty() {
             write!(f, " candidates_from={}", self.candidates_from)?;
@@ -159,6 +162,9 @@ impl std::fmt::Display for SearchExplain {
 
 /// [`CostModel::doc_scan`] at dim 384.
 const DOC_SCAN: f64 = 1.0;
+
+/// [`CostModel::code_row`].
+const CODE_ROW: f64 = 0.35;
 
 /// Relative costs, in units of one row scanned (a distance on `dim` floats
 /// read sequentially). Measured by the calibration in `bench/src/sweep.rs`
@@ -198,6 +204,11 @@ pub struct CostModel {
     /// One row gathered: its distance, on a row read from wherever it lies
     /// (rather than right after the last one), with its visibility check.
     pub gather_row: f64,
+    /// One row bounded from its code instead (gather with nothing to
+    /// check): a quarter of the row's bytes and an integer dot product,
+    /// read from wherever it lies; see [`gathered`](Self::gathered).
+    /// Infinite when the rows keep no codes.
+    pub code_row: f64,
 }
 
 impl CostModel {
@@ -217,6 +228,7 @@ impl CostModel {
             tagged_candidate: 0.01 * scale,
             // Mostly a distance and a scattered read: not scaled.
             gather_row: 1.55,
+            code_row: CODE_ROW,
         }
     }
 
@@ -246,6 +258,32 @@ impl CostModel {
         cand.min(n * 1.4 / slate_vector::SCAN_TASK_ROWS as f64)
     }
 
+    /// Gathering `c` rows for the `k` nearest with nothing to check: every
+    /// row bounded from its code, then the [`survivors`](Self::survivors)
+    /// gathered; `c` rows gathered outright when `c <= k` (no pruning).
+    pub fn gathered(&self, c: f64, k: f64) -> f64 {
+        if c <= k || self.code_row.is_infinite() {
+            c * self.gather_row
+        } else {
+            c * self.code_row + Self::survivors(c, k) * self.gather_row
+        }
+    }
+
+    /// Rows of `c` whose codes cannot rule them out of the `k` nearest:
+    /// about as many as would enter a top-k heap fed in random order
+    /// (`k·(1 + ln(c/k))`), plus as many again for the bounds' slack.
+    pub fn survivors(c: f64, k: f64) -> f64 {
+        (2.0 * k * (1.0 + (c / k.max(1.0)).ln())).min(c)
+    }
+
+    /// The model when the rows keep no codes: every gathered row is read.
+    pub fn without_codes(self) -> Self {
+        Self {
+            code_row: f64::INFINITY,
+            ..self
+        }
+    }
+
     /// The model when candidates come from row tags: `candidate` costs
     /// `tagged_candidate`.
     pub fn tagged(self) -> Self {
@@ -271,7 +309,7 @@ impl CostModel {
     /// rows keeping `k`: the smallest count `c` at which gathering (or
     /// bitmap-scanning) `c` candidates costs at least as much as a lazy scan
     /// whose filter matches `c` of the `n` rows. Gather and bitmap cost at
-    /// least `c * (candidate + min(gather_row, mask_row))` and a lazy scan's
+    /// least `c * (candidate + min(code_row, gather_row, mask_row))` and a lazy scan's
     /// cost falls as more rows
     /// match, so once an index holds more than `c` entries a scan is the
     /// cheapest plan, and counting further only costs time.
@@ -279,7 +317,7 @@ impl CostModel {
         let (nf, kf) = (n as f64, k as f64);
         let index_wins = |c: u64| {
             let c = c as f64;
-            c * (self.candidate + self.gather_row.min(self.mask_row))
+            c * (self.candidate + self.code_row.min(self.gather_row).min(self.mask_row))
                 < nf + Self::lazy_checks(nf, c / nf, kf) * self.doc_check
         };
         // `index_wins` is monotone (true, then false) in c: binary search.
@@ -522,6 +560,9 @@ pub fn search(
     let indexes = &read.config().indexes;
     let all_tagged = !indexes.is_empty() && indexes.iter().all(|f| view.tags_cover(f));
     let mut model = CostModel::for_dim(view.dim());
+    if !view.has_codes() {
+        model = model.without_codes();
+    }
     if read.on_disk() {
         model = model.on_disk();
     }
@@ -622,7 +663,7 @@ pub fn search(
     let gather_cost = if spec.filter.is_none() {
         None
     } else if exact {
-        Some(cand * (model.candidate + model.gather_row))
+        Some(cand * model.candidate + model.gathered(cand, k))
     } else if indexed {
         // Candidates, their distances, then verification nearest first.
         Some(
@@ -631,7 +672,7 @@ pub fn search(
     } else {
         // No index: the raw tier reads every document to find the matches,
         // then looks up their rows and computes their distances.
-        Some(n * model.doc_scan + m * (id_lookup + model.gather_row))
+        Some(n * model.doc_scan + m * id_lookup + model.gathered(m, k))
     };
     let cold = CostModel::cold_mask_rows(n, cand) * model.mask_cold;
     let bitmap_cost = if exact {
@@ -691,13 +732,16 @@ pub fn search(
                 candidate_rows(&view, read, parts, source.as_ref(), merged_rows.take(), &checker)?;
             explain.candidates_from = from;
             // Raw-tier candidates were checked while gathering, and an exact
-            // index's are matches; otherwise a candidate is checked only when
-            // its distance would enter the top k.
+            // index's are matches (so their codes may prune them); otherwise a
+            // candidate is checked only when its distance would enter the top k.
             let check = |_: RowId, key: &[u8]| checker.accepts(key);
-            let pass = |_: RowId, _: &[u8]| true;
-            let pred: RowPredicate<'_> = if exact || !indexed { &pass } else { &check };
-            let (hits, stats) = view.search_rows_lazy(&spec.query, spec.k, &cand_rows, pred)?;
+            let (hits, stats) = if exact || !indexed {
+                view.search_rows_counted(&spec.query, spec.k, &cand_rows)?
+            } else {
+                view.search_rows_lazy(&spec.query, spec.k, &cand_rows, &check)?
+            };
             explain.rows_scanned = stats.rows_scanned;
+            explain.rows_pruned = stats.rows_pruned;
             explain.heap_pushes = stats.heap_pushes;
             hits
         }
@@ -982,7 +1026,8 @@ mod tests {
             // cost; one entry below it they are still cheaper.
             let (nf, kf) = (n as f64, k as f64);
             let scan = |c: f64| nf + CostModel::lazy_checks(nf, c / nf, kf) * model.doc_check;
-            let floor = |c: f64| c * (model.candidate + model.gather_row.min(model.mask_row));
+            let floor =
+                |c: f64| c * (model.candidate + model.code_row.min(model.gather_row).min(model.mask_row));
             if cap > 64 {
                 assert!(floor(cap as f64) >= scan(cap as f64), "n {n}");
                 assert!(floor((cap - 1) as f64) < scan((cap - 1) as f64), "n {n}");

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::protocol::*;
-use crate::{Collection, CollectionConfig, Db, Metric, SearchHit, Strategy};
+use crate::{Collection, CollectionConfig, Db, Metric, SearchHit, Strategy, VectorField};
 
 type Outcome<T> = Result<T, WireError>;
 
@@ -104,7 +104,9 @@ pub(crate) fn config_from_wire(c: &ConfigWire) -> Outcome<CollectionConfig> {
                 ),
             )
         })?;
-        config = config.vector(v.field.clone(), to_usize(v.dim), metric);
+        config = config.vector_field_config(
+            VectorField::new(v.field.clone(), to_usize(v.dim), metric).with_codes(v.codes),
+        );
     }
     if let Some(p) = &c.partition_key {
         config = config.partition_key(p.clone());
@@ -124,6 +126,7 @@ pub(crate) fn config_to_wire(c: &CollectionConfig) -> ConfigWire {
                 field: v.field.clone(),
                 dim: v.dim as u64,
                 metric: v.metric.name().to_owned(),
+                codes: v.codes,
             })
             .collect(),
         partition_key: c.partition_key.clone(),

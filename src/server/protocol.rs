@@ -400,6 +400,9 @@ pub struct VectorFieldWire {
     pub field: String,
     pub dim: u64,
     pub metric: String,
+    /// Row codes kept in the cache (optional on input, default off).
+    #[serde(default)]
+    pub codes: bool,
 }
 
 /// A collection configuration (`create_collection` args, `collection_config` reply).

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use slate::bson::{doc, Bson, Document};
-use slate::{CollectionConfig, Db, Metric, Strategy};
+use slate::{CollectionConfig, Db, Metric, Strategy, VectorField};
 
 fn read_fvecs(path: &Path) -> (usize, Vec<f32>) {
     let bytes = std::fs::read(path).expect("read fvecs");
@@ -179,15 +179,17 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
         Db::memory(),
         Db::builder(dir.path()).sync(false).open().expect("rocks"),
     ];
-    for db in &dbs {
+    // With row codes, gather prunes rows by their bounds: the same hits.
+    for (db, codes) in dbs.iter().flat_map(|db| [(db, false), (db, true)]) {
+        let mut pruned = 0;
         let coll = db
             .create_collection(
-                CollectionConfig::new("h")
+                CollectionConfig::new(if codes { "coded" } else { "h" })
                     .index("cat")
                     .index("tier")
                     .index("flag")
                     .index("atags")
-                    .vector("v", 8, Metric::L2),
+                    .vector_field_config(VectorField::new("v", 8, Metric::L2).with_codes(codes)),
             )
             .expect("create");
         coll.insert_many(docs.clone()).expect("insert");
@@ -222,9 +224,11 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
                             .collect();
                         assert_eq!(
                             got, want,
-                            "{name} k={k} strategy {strategy} (ran {})",
+                            "{name} k={k} strategy {strategy} (ran {}, codes {codes})",
                             explain.strategy
                         );
+                        assert!(explain.rows_pruned <= explain.rows_scanned);
+                        pruned += explain.rows_pruned;
                         // Written in this process, every row carries its
                         // tags: a single-index filter's candidates come
                         // from them, not from the index.
@@ -237,6 +241,7 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
                 }
             }
         }
+        assert_eq!(pruned > 0, codes, "rows pruned: {pruned}");
     }
 }
 
@@ -268,10 +273,11 @@ fn a_reopened_store_searches_through_the_index_with_the_same_hits() {
     let want = brute_force(&docs, &filter, &query, 10);
     {
         let db = Db::builder(dir.path()).sync(false).open().expect("rocks");
+        // With codes, which a reopen rebuilds as it loads the rows.
         db.create_collection(
             CollectionConfig::new("h")
                 .index("tier")
-                .vector("v", 8, Metric::L2),
+                .vector_field_config(VectorField::new("v", 8, Metric::L2).with_codes(true)),
         )
         .expect("create")
         .insert_many(docs.clone())
@@ -524,7 +530,11 @@ proptest::proptest! {
         let dbs = [Db::memory(), Db::builder(dir.path()).sync(false).open().expect("rocks")];
         for db in &dbs {
             let coll = db
-                .create_collection(CollectionConfig::new("r").index("g").vector("v", 3, Metric::L2))
+                .create_collection(
+                    CollectionConfig::new("r")
+                        .index("g")
+                        .vector_field_config(VectorField::new("v", 3, Metric::L2).with_codes(true)),
+                )
                 .expect("create");
             let mut model: std::collections::BTreeMap<i64, ([i8; 3], i64)> = Default::default();
             for op in &ops {

@@ -3,7 +3,8 @@
 //!
 //! # Concurrency protocol (why the `unsafe` in this module is sound)
 //!
-//! Row memory (vector components and id bytes) lives in `UnsafeCell`s.
+//! Row memory (vector components, their codes and id bytes) lives in
+//! `UnsafeCell`s.
 //!
 //! 1. It is written only through the arena's one [`ArenaCursor`] (created
 //!    with the arena, not cloneable), whose writing methods take `&mut self`
@@ -31,6 +32,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use rayon::prelude::*;
 
+use crate::code::{encode, CodeMeta};
 use crate::error::{Error, Result};
 
 /// `born`/`died` value meaning "not yet" (uncommitted / still live).
@@ -41,6 +43,10 @@ pub(crate) const MAX_ROWS: usize = u32::MAX as usize;
 
 struct Chunk {
     data: Box<[UnsafeCell<f32>]>,
+    /// Each row's code (`dim` bytes) and its metadata (see `code.rs`),
+    /// written with the row; both empty when the arena keeps no codes.
+    codes: Box<[UnsafeCell<i8>]>,
+    metas: Box<[UnsafeCell<CodeMeta>]>,
     ids: Box<[UnsafeCell<Box<[u8]>>]>,
     born: Box<[AtomicU64]>,
     died: Box<[AtomicU64]>,
@@ -52,20 +58,29 @@ struct Chunk {
 unsafe impl Sync for Chunk {}
 
 impl Chunk {
-    fn new(rows: usize, dim: usize) -> Self {
+    fn new(rows: usize, dim: usize, codes: bool) -> Self {
+        let coded = if codes { rows } else { 0 };
         Chunk {
             data: (0..rows * dim).map(|_| UnsafeCell::new(0.0)).collect(),
+            codes: (0..coded * dim).map(|_| UnsafeCell::new(0)).collect(),
+            metas: (0..coded).map(|_| UnsafeCell::new(CodeMeta::default())).collect(),
             ids: (0..rows).map(|_| UnsafeCell::new(Box::default())).collect(),
             born: (0..rows).map(|_| AtomicU64::new(UNSET)).collect(),
             died: (0..rows).map(|_| AtomicU64::new(UNSET)).collect(),
         }
     }
 
-    fn bytes(rows: usize, dim: usize) -> usize {
+    fn bytes(rows: usize, dim: usize, codes: bool) -> usize {
+        let code = if codes {
+            dim * mem::size_of::<i8>() + mem::size_of::<CodeMeta>()
+        } else {
+            0
+        };
         mem::size_of::<Chunk>()
             + 2 * mem::size_of::<usize>() // Arc counts
             + rows
                 * (dim * mem::size_of::<f32>()
+                    + code
                     + mem::size_of::<Box<[u8]>>()
                     + 2 * mem::size_of::<AtomicU64>())
     }
@@ -75,6 +90,8 @@ impl Chunk {
 pub(crate) struct Arena {
     dim: usize,
     chunk_rows: usize,
+    /// Whether rows keep codes.
+    codes: bool,
     /// Shared as one `Arc`, so that a snapshot costs one reference count,
     /// not one per chunk; a new chunk copies the list (rare).
     chunks: RwLock<Arc<Vec<Arc<Chunk>>>>,
@@ -85,10 +102,11 @@ pub(crate) struct Arena {
 
 impl Arena {
     /// A new empty arena and its one cursor.
-    pub(crate) fn new(dim: usize, chunk_rows: usize) -> (Arc<Arena>, ArenaCursor) {
+    pub(crate) fn new(dim: usize, chunk_rows: usize, codes: bool) -> (Arc<Arena>, ArenaCursor) {
         let arena = Arc::new(Arena {
             dim,
             chunk_rows,
+            codes,
             chunks: RwLock::new(Arc::new(Vec::new())),
             published: AtomicUsize::new(0),
             id_bytes: AtomicUsize::new(0),
@@ -117,13 +135,14 @@ impl Arena {
             rows,
             dim: self.dim,
             chunk_rows: self.chunk_rows,
+            codes: self.codes,
         }
     }
 
     /// Bytes allocated for chunks, ids and the chunk list.
     pub(crate) fn memory_bytes(&self) -> usize {
         let chunks = self.chunks.read().unwrap_or_else(PoisonError::into_inner);
-        chunks.len() * Chunk::bytes(self.chunk_rows, self.dim)
+        chunks.len() * Chunk::bytes(self.chunk_rows, self.dim, self.codes)
             + chunks.capacity() * mem::size_of::<Arc<Chunk>>()
             + self.id_bytes.load(Ordering::Relaxed)
     }
@@ -163,7 +182,7 @@ impl ArenaCursor {
             .ok_or(Error::TooManyRows { limit: MAX_ROWS })?;
         let (chunk_rows, dim) = (self.arena.chunk_rows, self.arena.dim);
         while self.chunks.len() * chunk_rows < end {
-            let chunk = Arc::new(Chunk::new(chunk_rows, dim));
+            let chunk = Arc::new(Chunk::new(chunk_rows, dim, self.arena.codes));
             let mut shared = self.arena.chunks.write().unwrap_or_else(PoisonError::into_inner);
             Arc::make_mut(&mut shared).push(Arc::clone(&chunk));
             drop(shared);
@@ -173,7 +192,8 @@ impl ArenaCursor {
         Ok(start)
     }
 
-    /// Writes a row's vector and, if given, its id; resets its versions.
+    /// Writes a row's vector, its code and, if given, its id; resets its
+    /// versions.
     ///
     /// # Safety
     /// `published <= row < next`, and no other thread accesses row `row`
@@ -194,6 +214,14 @@ impl ArenaCursor {
                 UnsafeCell::raw_get(cells.as_ptr()),
                 dim.min(vector.len()),
             );
+        }
+        if let (Some(codes), Some(meta)) = (chunk.codes.get(i * dim..(i + 1) * dim), chunk.metas.get(i)) {
+            // SAFETY: as above, for the row's code and its metadata: the
+            // same exclusive, unpublished row.
+            unsafe {
+                let codes = slice::from_raw_parts_mut(UnsafeCell::raw_get(codes.as_ptr()), codes.len());
+                *meta.get() = encode(vector, codes);
+            }
         }
         if let Some(id) = id {
             // SAFETY: same contract: exclusive access to this unpublished slot.
@@ -295,9 +323,15 @@ pub(crate) struct ArenaSnapshot {
     rows: usize,
     dim: usize,
     chunk_rows: usize,
+    codes: bool,
 }
 
 impl ArenaSnapshot {
+    /// Whether its rows keep codes.
+    pub(crate) fn has_codes(&self) -> bool {
+        self.codes
+    }
+
     /// Rows covered (visible or not); row indices are below this.
     pub(crate) fn rows(&self) -> usize {
         self.rows
@@ -336,14 +370,18 @@ impl ArenaSnapshot {
         }
         let chunk = self.chunks.get(c)?;
         let cells = &chunk.data[i0 * self.dim..i1 * self.dim];
+        let code_cells = chunk.codes.get(i0 * self.dim..i1 * self.dim).unwrap_or_default();
+        let meta_cells = chunk.metas.get(i0..i1).unwrap_or_default();
         let id_cells = &chunk.ids[i0..i1];
         // SAFETY: rows below `self.rows` were published before this snapshot
         // loaded the count (Acquire) and are never written again (module
         // docs), so shared references to them stay valid while `&self` keeps
         // the chunk alive. `UnsafeCell<T>` has the same layout as `T`.
-        let (data, ids) = unsafe {
+        let (data, codes, metas, ids) = unsafe {
             (
                 slice::from_raw_parts(cells.as_ptr().cast::<f32>(), cells.len()),
+                slice::from_raw_parts(code_cells.as_ptr().cast::<i8>(), code_cells.len()),
+                slice::from_raw_parts(meta_cells.as_ptr().cast::<CodeMeta>(), meta_cells.len()),
                 slice::from_raw_parts(id_cells.as_ptr().cast::<Box<[u8]>>(), id_cells.len()),
             )
         };
@@ -351,6 +389,8 @@ impl ArenaSnapshot {
             base: range.start,
             dim: self.dim,
             data,
+            codes,
+            metas,
             ids,
             born: &chunk.born[i0..i1],
             died: &chunk.died[i0..i1],
@@ -403,6 +443,33 @@ impl ArenaSnapshot {
         let _ = (row, versions, lines);
     }
 
+    /// As [`prefetch`](Self::prefetch), for the whole of `row`'s code and
+    /// its metadata.
+    #[inline]
+    pub(crate) fn prefetch_code(&self, row: usize, versions: bool) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if row >= self.rows {
+                return;
+            }
+            let Some(chunk) = self.chunks.get(row / self.chunk_rows) else {
+                return;
+            };
+            let i = row % self.chunk_rows;
+            let start = i * self.dim;
+            let versions: &[&AtomicU64] = if versions {
+                &[&chunk.born[i], &chunk.died[i]]
+            } else {
+                &[]
+            };
+            let codes = chunk.codes.get(start..start + self.dim).unwrap_or_default();
+            prefetch_row(codes, versions, usize::MAX);
+            prefetch_row(chunk.metas.get(i..i + 1).unwrap_or_default(), &[], 1);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (row, versions);
+    }
+
     /// Whether `row` (below [`rows`](Self::rows)) is visible at `version`:
     /// two atomic loads, no slices built.
     #[inline]
@@ -441,6 +508,8 @@ pub(crate) struct Segment<'a> {
     base: usize,
     dim: usize,
     data: &'a [f32],
+    codes: &'a [i8],
+    metas: &'a [CodeMeta],
     ids: &'a [Box<[u8]>],
     born: &'a [AtomicU64],
     died: &'a [AtomicU64],
@@ -463,6 +532,14 @@ impl<'a> Segment<'a> {
 
     pub(crate) fn id(&self, i: usize) -> &'a [u8] {
         &self.ids[i]
+    }
+
+    /// The `i`-th row's code and its metadata, if rows keep codes.
+    pub(crate) fn code(&self, i: usize) -> Option<(&'a [i8], &'a CodeMeta)> {
+        Some((
+            self.codes.get(i * self.dim..(i + 1) * self.dim)?,
+            self.metas.get(i)?,
+        ))
     }
 
     pub(crate) fn born(&self, i: usize) -> u64 {

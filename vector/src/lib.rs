@@ -39,6 +39,7 @@ mod arena;
 mod batch;
 mod blocked;
 mod cache;
+mod code;
 mod error;
 mod index;
 mod metric;

@@ -5,9 +5,13 @@
 //! with the same total order `(distance, id)`, so they agree exactly with one
 //! another, whatever the thread count.
 
+use std::collections::BinaryHeap;
 use std::num::NonZeroUsize;
 use std::ops::{Add, Range};
 
+use ordered_float::OrderedFloat;
+
+use crate::code::QueryCode;
 use crate::error::{Error, Result};
 use crate::metric::check_vector;
 use crate::row::{RowId, RowMask};
@@ -63,8 +67,12 @@ impl From<Candidate<'_>> for Hit {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SearchStats {
-    /// Visible rows whose distance was computed.
+    /// Visible rows considered: their distance computed, or bounded from
+    /// their code and found too far (then counted in `rows_pruned` too).
     pub rows_scanned: u64,
+    /// Rows of `rows_scanned` whose code's bound ruled them out, so their
+    /// vector was never read (gather without a filter to check).
+    pub rows_pruned: u64,
     /// Calls of the filter predicate.
     pub predicate_calls: u64,
     /// Candidates that entered a top-k heap (per-thread heaps included).
@@ -77,6 +85,7 @@ impl Add for SearchStats {
     fn add(self, o: SearchStats) -> SearchStats {
         SearchStats {
             rows_scanned: self.rows_scanned + o.rows_scanned,
+            rows_pruned: self.rows_pruned + o.rows_pruned,
             predicate_calls: self.predicate_calls + o.predicate_calls,
             heap_pushes: self.heap_pushes + o.heap_pushes,
         }
@@ -188,9 +197,21 @@ impl CacheView {
     }
 
     /// Gather: the k nearest among `rows` (duplicates, invisible and unknown
-    /// rows are ignored); distances only for those rows.
+    /// rows are ignored); distances only for those rows. Each row's code
+    /// bounds its distance first, and only the rows whose bound could still
+    /// place them among the k nearest have their vector read.
     pub fn search_rows(&self, query: &[f32], k: usize, rows: &[RowId]) -> Result<Vec<Hit>> {
         Ok(self.gather(query, k, rows, None)?.0)
+    }
+
+    /// [`search_rows`](Self::search_rows), with its work counters.
+    pub fn search_rows_counted(
+        &self,
+        query: &[f32],
+        k: usize,
+        rows: &[RowId],
+    ) -> Result<(Vec<Hit>, SearchStats)> {
+        self.gather(query, k, rows, None)
     }
 
     /// Gather with a lazy filter: the k nearest among `rows` for which
@@ -228,10 +249,20 @@ impl CacheView {
         let mut top = TopK::with_k(k);
         let mut stats = SearchStats::default();
         let check = !self.all_visible();
+        // With no filter to check, every visible row counts towards the k
+        // nearest, so the codes can rule rows out before their vectors are
+        // read; the survivors are visible and already counted.
+        let survivors: Vec<RowId>;
+        let (rows, check, counted) = if lazy.is_none() && rows.len() > k.get() && self.snap.has_codes() {
+            survivors = self.prune(query, k.get(), &rows, check, &mut stats);
+            (&survivors[..], false, true)
+        } else {
+            (&rows[..], check, false)
+        };
         // Rows are scattered: each one's vector is asked for a few rows
         // ahead, so its loads overlap the distances before it.
         with_lookahead(
-            &rows,
+            rows,
             |row| self.snap.prefetch(row.index(), check, SCATTERED_LINES),
             |row| {
                 let Some(seg) = self.snap.segment(row.index()..row.index() + 1) else {
@@ -241,7 +272,7 @@ impl CacheView {
                     return;
                 }
                 let distance = kernel(query, seg.vector(0));
-                stats.rows_scanned += 1;
+                stats.rows_scanned += u64::from(!counted);
                 // As in a scan: a row beyond the bound cannot enter, and its
                 // id (on a cache line of its own) is never read.
                 if distance > top.bound() {
@@ -251,6 +282,60 @@ impl CacheView {
             },
         );
         Ok((top.into_sorted_vec().into_iter().map(Hit::from).collect(), stats))
+    }
+
+    /// The rows among `rows` (ascending, distinct) that may be among the
+    /// `k` nearest visible ones, by their codes' bounds: the `k` smallest
+    /// upper bounds cap the k-th distance, and a row whose lower bound
+    /// exceeds that cap cannot enter. Invisible rows are dropped (looked
+    /// up if `check`).
+    fn prune(
+        &self,
+        query: &[f32],
+        k: usize,
+        rows: &[RowId],
+        check: bool,
+        stats: &mut SearchStats,
+    ) -> Vec<RowId> {
+        let code = QueryCode::new(self.metric(), query);
+        // The k smallest upper bounds so far (a max-heap) and the largest.
+        let mut highs: BinaryHeap<OrderedFloat<f64>> = BinaryHeap::with_capacity(k + 1);
+        let mut cap = f64::INFINITY;
+        let mut kept: Vec<(RowId, f64)> = Vec::with_capacity(rows.len().min(16 * k));
+        with_lookahead(
+            rows,
+            |row| self.snap.prefetch_code(row.index(), check),
+            |row| {
+                let Some(seg) = self.snap.segment(row.index()..row.index() + 1) else {
+                    return;
+                };
+                if check && !seg.visible(0, self.version) {
+                    return;
+                }
+                stats.rows_scanned += 1;
+                // No bound (a zero vector under cosine): the row is read.
+                let (lo, hi) = seg
+                    .code(0)
+                    .and_then(|(codes, meta)| code.bounds(codes, meta))
+                    .unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+                if hi < cap {
+                    highs.push(OrderedFloat(hi));
+                    if highs.len() > k {
+                        highs.pop();
+                    }
+                    if highs.len() == k {
+                        cap = highs.peek().map_or(cap, |h| h.0);
+                    }
+                }
+                if lo <= cap {
+                    kept.push((row, lo));
+                }
+            },
+        );
+        let before = stats.rows_scanned;
+        kept.retain(|&(_, lo)| lo <= cap);
+        stats.rows_pruned = before - kept.len() as u64;
+        kept.into_iter().map(|(row, _)| row).collect()
     }
 
     fn scan(

@@ -51,6 +51,11 @@ impl CacheView {
     /// cache lines). The visible rows are some of the snapshot's (a commit
     /// publishes its rows before its version can be read), so as many means
     /// all of them.
+    /// Whether the rows keep codes ([`CacheConfig::codes`](crate::CacheConfig::codes)).
+    pub fn has_codes(&self) -> bool {
+        self.snap.has_codes()
+    }
+
     pub(crate) fn all_visible(&self) -> bool {
         self.visible == self.snap.rows()
     }

@@ -160,6 +160,13 @@ pub fn check_view(view: &CacheView, model: &Model, queries: &[Vec<f32>], k: usiz
         }
         let (lazy, _) = view.search_lazy(query, k, 1, &|_, id| filter(id)).unwrap();
         assert_eq!(view.search_rows(query, k, &gather).unwrap(), lazy);
+        // Gather over every row (visible or not), nothing to check: the
+        // codes may prune, and the hits are the full scan's.
+        let every: Vec<RowId> = (0..view.row_count() as u32).map(RowId).collect();
+        let (gathered, stats) = view.search_rows_counted(query, k, &every).unwrap();
+        assert_eq!(gathered, full);
+        assert_eq!(stats.rows_scanned, model.len() as u64);
+        assert!(stats.rows_pruned <= stats.rows_scanned);
         // Gather over every row (visible or not) with the filter checked lazily.
         let every: Vec<RowId> = (0..view.row_count() as u32).map(RowId).collect();
         let (lazy_rows, stats) = view

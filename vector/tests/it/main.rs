@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod batch;
+mod codes;
 mod common;
 mod concurrency;
 mod distance;

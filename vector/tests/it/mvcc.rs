@@ -45,7 +45,11 @@ fn model_at(history: &BTreeMap<u64, Model>, version: u64) -> Model {
 }
 
 fn run(dim: usize, metric: Metric, chunk_rows: usize, k: usize, ops: &[Op], seed: u64) {
-    let cache = VectorCache::with_config(CacheConfig::new(dim, metric).chunk_rows(chunk_rows)).unwrap();
+    // Half the runs keep row codes, so that gather prunes under MVCC too.
+    let config = CacheConfig::new(dim, metric)
+        .chunk_rows(chunk_rows)
+        .codes(seed % 2 == 1);
+    let cache = VectorCache::with_config(config).unwrap();
     let mut history: BTreeMap<u64, Model> = BTreeMap::new();
     let mut current = Model::new();
     let mut version = 0u64;
