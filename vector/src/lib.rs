@@ -57,7 +57,7 @@ pub use error::{Error, Result, VectorError};
 pub use metric::{check_vector, distance, Metric};
 pub use pool::effective as effective_threads;
 pub use row::{RowId, RowMask};
-pub use search::{Hit, RowPredicate, SearchStats, TASK_ROWS as SCAN_TASK_ROWS};
+pub use search::{Hit, RowPredicate, SearchStats, PRUNE_MIN_ROWS, TASK_ROWS as SCAN_TASK_ROWS};
 pub use tags::{RowTags, TagRange};
 pub use topk::{Candidate, TopK};
 pub use view::CacheView;

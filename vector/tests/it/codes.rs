@@ -94,3 +94,50 @@ fn codes_spare_most_vectors_of_a_selective_gather() {
         assert!(stats.rows_pruned >= 800, "{metric}: {stats:?}");
     }
 }
+
+#[test]
+fn pruning_sees_exactly_its_snapshot() {
+    // 3,000 rows, then a commit that moves a third of them and deletes
+    // another third: a view at either version, gathering over every row
+    // the arena holds (visible or not), returns its own full scan.
+    let mut rng = Rng::new(11);
+    let dim = 32;
+    let cache = VectorCache::with_config(CacheConfig::new(dim, Metric::L2).codes(true)).unwrap();
+    let mut w = cache.writer();
+    for i in 0u32..3_000 {
+        let v: Vec<f32> = (0..dim).map(|_| rng.unit()).collect();
+        w.upsert(&i.to_be_bytes(), &v).unwrap();
+    }
+    w.commit(1).unwrap();
+    let mut w = cache.writer();
+    for i in 0u32..3_000 {
+        match i % 3 {
+            0 => w
+                .upsert(
+                    &i.to_be_bytes(),
+                    &(0..dim).map(|_| rng.unit() * 0.5).collect::<Vec<f32>>(),
+                )
+                .unwrap(),
+            1 => assert!(w.delete(&i.to_be_bytes())),
+            _ => {}
+        }
+    }
+    w.commit(2).unwrap();
+    for version in [1, 2] {
+        let view = cache.view(version).unwrap();
+        let every: Vec<RowId> = (0..view.row_count() as u32).map(RowId).collect();
+        for _ in 0..5 {
+            let query: Vec<f32> = (0..dim).map(|_| rng.unit()).collect();
+            for k in [1, 10, 200] {
+                let (hits, stats) = view.search_rows_counted(&query, k, &every).unwrap();
+                assert_eq!(
+                    hits,
+                    view.search(&query, k, 1).unwrap(),
+                    "version {version} k {k}"
+                );
+                assert_eq!(stats.rows_scanned, view.len() as u64);
+                assert!(stats.rows_pruned > 0, "version {version} k {k}: {stats:?}");
+            }
+        }
+    }
+}
