@@ -163,8 +163,11 @@ impl std::fmt::Display for SearchExplain {
 /// [`CostModel::doc_scan`] at dim 384.
 const DOC_SCAN: f64 = 1.0;
 
-/// [`CostModel::code_row`].
-const CODE_ROW: f64 = 0.35;
+/// [`CostModel::code_row`]: 0.41 of `gather_row` in the calibration (two
+/// runs at commits 63c1f45 and af66e13, 1.20 and 1.13 against 3.04 and
+/// 2.73 rows, with 37 of 10,000 rows surviving), scaled to the model's
+/// `gather_row`.
+const CODE_ROW: f64 = 0.64;
 
 /// Relative costs, in units of one row scanned (a distance on `dim` floats
 /// read sequentially). Measured by the calibration in `bench/src/sweep.rs`
@@ -1002,15 +1005,36 @@ mod tests {
         let at_50 = CostModel::cold_mask_rows(n, 50_000.0);
         assert!(at_1 < 1_000.0 && at_1 >= tasks, "{at_1}");
         assert_eq!(at_1, at_50);
-        // With tagged candidates at 100k × 384, the priced crossover between
-        // gather and bitmap lies between 1% and 10%, as the sweep measures.
-        let m = CostModel::for_dim(384).tagged();
-        let gather = |c: f64| c * (m.candidate + m.gather_row);
+        // With tagged candidates at 100k × 384 and no codes, the priced
+        // crossover between gather and bitmap lies between 1% and 10%, as
+        // the sweep measures.
+        let m = CostModel::for_dim(384).tagged().without_codes();
+        let gather = |c: f64| c * m.candidate + m.gathered(c, 10.0);
         let bitmap = |c: f64| {
             c * m.candidate + n * m.mask_skip + c * m.mask_row + CostModel::cold_mask_rows(n, c) * m.mask_cold
         };
         assert!(gather(1_000.0) < bitmap(1_000.0));
         assert!(gather(10_000.0) > bitmap(10_000.0));
+    }
+
+    #[test]
+    fn with_codes_gather_is_priced_cheapest_at_every_indexed_point() {
+        // The sweep at 100k × 384 with codes (BENCHMARKS.md, at af66e13):
+        // gather beat the bitmap and the scan from 100% of rows down.
+        let (n, k) = (100_000.0, 10.0);
+        let m = CostModel::for_dim(384).tagged();
+        for c in [100.0, 1_000.0, 10_000.0, 50_000.0, n] {
+            let gather = c * m.candidate + m.gathered(c, k);
+            let bitmap = c * m.candidate
+                + n * m.mask_skip
+                + c * m.mask_row
+                + CostModel::cold_mask_rows(n, c) * m.mask_cold;
+            assert!(gather < bitmap, "{c}: gather {gather}, bitmap {bitmap}");
+            assert!(gather < n, "{c}: gather {gather}, scan {n}");
+        }
+        // Few rows are gathered outright, codes or not.
+        assert_eq!(m.gathered(200.0, k), m.without_codes().gathered(200.0, k));
+        assert!(m.gathered(1_000.0, k) < m.without_codes().gathered(1_000.0, k));
     }
 
     #[test]

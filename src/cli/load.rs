@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bson::{Bson, Document};
-use slate::{CollectionConfig, Db, Metric};
+use slate::{CollectionConfig, Db, Metric, VectorField};
 
 use super::CliError;
 
@@ -112,6 +112,8 @@ pub struct LoadSpec {
     pub vector_field: Option<String>,
     pub dim: Option<usize>,
     pub metric: Metric,
+    /// Row codes for the vector field (`--vector-codes`).
+    pub codes: bool,
     pub quiet: bool,
 }
 
@@ -184,7 +186,8 @@ pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
     let existing = db.list_collections()?.contains(&spec.collection);
     let mut config = CollectionConfig::new(&spec.collection);
     if let (Some(field), Some(v)) = (&spec.vector_field, &vectors) {
-        config = config.vector(field.clone(), v.dim, spec.metric);
+        config = config
+            .vector_field_config(VectorField::new(field.clone(), v.dim, spec.metric).with_codes(spec.codes));
     }
     let n = docs.len();
     let bar = progress(n as u64, spec.quiet, "inserting");

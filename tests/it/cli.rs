@@ -392,3 +392,102 @@ fn unknown_operators_and_collections_are_named() {
     ]);
     assert!(err.contains("--filter"), "{err}");
 }
+
+/// `slate load --vector-codes` keeps row codes: a gather then rules most
+/// rows out by their codes, and every query's hits are those of a
+/// collection loaded without codes.
+#[test]
+fn vector_codes_prune_a_gather_and_change_no_hit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (n, dim) = (2_000usize, 16usize);
+    let docs = dir.path().join("docs.jsonl");
+    let lines: Vec<String> = (0..n)
+        .map(|i| format!("{{\"_id\": {i}, \"g\": {}}}", i % 4))
+        .collect();
+    std::fs::write(&docs, jsonl(&lines)).expect("write docs");
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut unit = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    };
+    let floats: Vec<u8> = (0..(n + 3) * dim).flat_map(|_| unit().to_le_bytes()).collect();
+    let (vectors, queries) = (dir.path().join("v.f32"), dir.path().join("q.f32"));
+    std::fs::write(&vectors, &floats[..n * dim * 4]).expect("write vectors");
+    std::fs::write(&queries, &floats[n * dim * 4..]).expect("write queries");
+    let db = dir.path().join("db");
+    let dim_s = dim.to_string();
+    for (collection, codes) in [("plain", false), ("coded", true)] {
+        let mut args = vec![
+            "load",
+            "--db",
+            s(&db),
+            "--collection",
+            collection,
+            "--docs",
+            s(&docs),
+            "--index",
+            "g",
+            "--vectors",
+            s(&vectors),
+            "--vector-field",
+            "v",
+            "--dim",
+            &dim_s,
+            "--quiet",
+        ];
+        if codes {
+            args.push("--vector-codes");
+        }
+        ok(&args);
+    }
+    let search = |collection: &str, explain: bool| {
+        let mut args = vec![
+            "search",
+            "--db",
+            s(&db),
+            "--collection",
+            collection,
+            "--field",
+            "v",
+            "--queries",
+            s(&queries),
+            "--k",
+            "10",
+            "--filter",
+            r#"{"g": {"$in": [1, 2]}}"#,
+            "--strategy",
+            "gather",
+        ];
+        if explain {
+            args.push("--explain");
+        }
+        ok(&args)
+    };
+    let hits = |out: &str| -> Vec<Value> {
+        parse_lines(out)
+            .into_iter()
+            .filter_map(|mut v| v.get_mut("hits").map(Value::take))
+            .collect()
+    };
+    let (plain, coded) = (search("plain", false), search("coded", false));
+    assert_eq!(hits(&coded), hits(&plain));
+    assert_eq!(hits(&coded).len(), 3);
+    // 1,000 candidates each: most ruled out by the codes, none without.
+    let pruned = |out: &str| -> Vec<u64> {
+        out.split("rows_pruned=")
+            .skip(1)
+            .map(|rest| {
+                rest.split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .expect("count")
+            })
+            .collect()
+    };
+    let coded = pruned(&search("coded", true));
+    assert_eq!(coded.len(), 3, "one explain per query");
+    assert!(coded.iter().all(|&p| p > 500), "{coded:?}");
+    assert!(pruned(&search("plain", true)).iter().all(|&p| p == 0));
+}
