@@ -422,52 +422,44 @@ impl ArenaSnapshot {
     /// never faults, changes nothing); a no-op past the rows or off x86-64.
     #[inline]
     pub(crate) fn prefetch(&self, row: usize, versions: bool, lines: usize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if row >= self.rows {
-                return;
-            }
-            let Some(chunk) = self.chunks.get(row / self.chunk_rows) else {
-                return;
-            };
-            let i = row % self.chunk_rows;
+        self.prefetch_with(row, versions, |chunk, i, versions| {
             let start = i * self.dim;
-            let versions: &[&AtomicU64] = if versions {
-                &[&chunk.born[i], &chunk.died[i]]
-            } else {
-                &[]
-            };
             prefetch_row(&chunk.data[start..start + self.dim], versions, lines);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (row, versions, lines);
+        });
     }
 
     /// As [`prefetch`](Self::prefetch), for the whole of `row`'s code and
     /// its metadata.
     #[inline]
     pub(crate) fn prefetch_code(&self, row: usize, versions: bool) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if row >= self.rows {
-                return;
-            }
-            let Some(chunk) = self.chunks.get(row / self.chunk_rows) else {
-                return;
-            };
-            let i = row % self.chunk_rows;
+        self.prefetch_with(row, versions, |chunk, i, versions| {
             let start = i * self.dim;
-            let versions: &[&AtomicU64] = if versions {
-                &[&chunk.born[i], &chunk.died[i]]
-            } else {
-                &[]
-            };
-            let codes = chunk.codes.get(start..start + self.dim).unwrap_or_default();
-            prefetch_row(codes, versions, usize::MAX);
+            prefetch_row(
+                chunk.codes.get(start..start + self.dim).unwrap_or_default(),
+                versions,
+                usize::MAX,
+            );
             prefetch_row(chunk.metas.get(i..i + 1).unwrap_or_default(), &[], 1);
+        });
+    }
+
+    /// Runs `f` on `row`'s chunk, the row's index in it and, if
+    /// `versions`, its version cells; nothing past the rows.
+    #[inline]
+    fn prefetch_with(&self, row: usize, versions: bool, f: impl FnOnce(&Chunk, usize, &[&AtomicU64])) {
+        if row >= self.rows {
+            return;
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (row, versions);
+        let Some(chunk) = self.chunks.get(row / self.chunk_rows) else {
+            return;
+        };
+        let i = row % self.chunk_rows;
+        let cells: &[&AtomicU64] = if versions {
+            &[&chunk.born[i], &chunk.died[i]]
+        } else {
+            &[]
+        };
+        f(chunk, i, cells);
     }
 
     /// Whether `row` (below [`rows`](Self::rows)) is visible at `version`:
@@ -484,6 +476,12 @@ impl ArenaSnapshot {
         visible_at(&chunk.born[i], &chunk.died[i], version)
     }
 }
+
+/// Asks the CPU to start loading a row's vector cells and its versions (a
+/// hint: reads nothing the program sees, never faults); a no-op off x86-64.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn prefetch_row<T>(_: &[T], _: &[&AtomicU64], _: usize) {}
 
 /// Asks the CPU to start loading a row's vector cells and its versions (a
 /// hint: reads nothing the program sees, never faults).

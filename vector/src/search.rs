@@ -205,9 +205,10 @@ impl CacheView {
     }
 
     /// Gather: the k nearest among `rows` (duplicates, invisible and unknown
-    /// rows are ignored); distances only for those rows. Each row's code
-    /// bounds its distance first, and only the rows whose bound could still
-    /// place them among the k nearest have their vector read.
+    /// rows are ignored); distances only for those rows. When the rows keep
+    /// codes and there are more than [`PRUNE_MIN_ROWS`] of them, each row's
+    /// code bounds its distance first, and only the rows whose bound could
+    /// still place them among the k nearest have their vector read.
     pub fn search_rows(&self, query: &[f32], k: usize, rows: &[RowId]) -> Result<Vec<Hit>> {
         Ok(self.gather(query, k, rows, None)?.0)
     }
