@@ -445,12 +445,29 @@ impl SweepData {
             Ok(())
         })?);
         // A row gathered outright: the kernel's gather of the same rows
-        // with a filter that passes everything, which the codes cannot
-        // prune (it is checked only for rows that could enter).
-        let ten_rows: Vec<Window> = (0..windows(0.1)).map(|w| self.window(0.1, true, w)).collect();
-        let pass = |_: RowId, _: &[u8]| true;
+        // from a copy of the vectors without codes (so nothing is pruned).
+        let dim = self.config.dim;
+        let uncoded = VectorCache::new(dim, Metric::L2)?;
+        let items = self.plain.chunks_exact(dim).enumerate().map(|(i, v)| {
+            let key = slate_core::value::encode_id(&Bson::Int64(i as i64)).expect("an int id encodes");
+            (key, v.to_vec())
+        });
+        uncoded.load(items, 1)?;
+        let uncoded_view = uncoded.view(1)?;
+        let ten_rows: Vec<Vec<RowId>> = (0..windows(0.1))
+            .map(|w| {
+                self.window(0.1, true, w)
+                    .docs
+                    .iter()
+                    .filter_map(|&doc| {
+                        let key = slate_core::value::encode_id(&Bson::Int64(i64::from(doc))).ok()?;
+                        uncoded_view.row_of(&key)
+                    })
+                    .collect()
+            })
+            .collect();
         let outright = secs(time_qps(q, t, |i, query| {
-            view.search_rows_lazy(query, self.config.k, &ten_rows[i % ten_rows.len()].rows, &pass)?;
+            uncoded_view.search_rows(query, self.config.k, &ten_rows[i % ten_rows.len()])?;
             Ok(())
         })?);
         let masked = secs(time_qps(q, t, |i, query| {

@@ -199,6 +199,11 @@ impl Cap {
         }
     }
 
+    /// The cap (infinite at first).
+    pub(crate) fn value(&self) -> f64 {
+        self.cap
+    }
+
     /// Lowers the cap to `cap`.
     pub(crate) fn set(&mut self, cap: f64) {
         self.cap = cap;

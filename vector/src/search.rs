@@ -5,6 +5,7 @@
 //! with the same total order `(distance, id)`, so they agree exactly with one
 //! another, whatever the thread count.
 
+use std::cell::Cell;
 use std::collections::BinaryHeap;
 use std::num::NonZeroUsize;
 use std::ops::{Add, Range};
@@ -79,7 +80,7 @@ pub struct SearchStats {
     /// their code and found too far (then counted in `rows_pruned` too).
     pub rows_scanned: u64,
     /// Rows of `rows_scanned` whose code's bound ruled them out, so their
-    /// vector was never read (gather without a filter to check).
+    /// vector was never read (gather, with codes).
     pub rows_pruned: u64,
     /// Calls of the filter predicate.
     pub predicate_calls: u64,
@@ -269,17 +270,48 @@ impl CacheView {
         } else {
             (&rows[..], check, false)
         };
-        // Rows are scattered: each one's vector is asked for a few rows
+        // With a filter to check, a rejected row does not count towards the
+        // k, so no cap comes from bounds alone; but once the heap is full,
+        // its bound caps what can enter, and a row whose code puts it
+        // beyond that is skipped unread and unchecked.
+        let live = (lazy.is_some() && rows.len() > k.get().max(PRUNE_MIN_ROWS) && self.snap.has_codes())
+            .then(|| QueryCode::new(self.metric(), query));
+        let mut cap = live.as_ref().map(Cap::new);
+        let full = Cell::new(false);
+        // Rows are scattered: each one's vector (or, once the heap is full
+        // and codes can rule rows out, its code) is asked for a few rows
         // ahead, so its loads overlap the distances before it.
         with_lookahead(
             rows,
-            |row| self.snap.prefetch(row.index(), check, SCATTERED_LINES),
+            |row| {
+                if full.get() {
+                    self.snap.prefetch_code(row.index(), check);
+                } else {
+                    self.snap.prefetch(row.index(), check, SCATTERED_LINES);
+                }
+            },
             |row| {
                 let Some(seg) = self.snap.segment(row.index()..row.index() + 1) else {
                     return;
                 };
                 if check && !seg.visible(0, self.version) {
                     return;
+                }
+                if let (Some(code), Some(cap)) = (&live, &mut cap) {
+                    let bound = f64::from(top.bound());
+                    if bound.is_finite() {
+                        if bound != cap.value() {
+                            cap.set(bound);
+                            full.set(true);
+                        }
+                        if let Some(b) = seg.code(0).and_then(|(codes, meta)| code.row(codes, meta)) {
+                            if cap.rules_out(&b) {
+                                stats.rows_scanned += 1;
+                                stats.rows_pruned += 1;
+                                return;
+                            }
+                        }
+                    }
                 }
                 let distance = kernel(query, seg.vector(0));
                 stats.rows_scanned += u64::from(!counted);

@@ -141,3 +141,35 @@ fn pruning_sees_exactly_its_snapshot() {
         }
     }
 }
+
+#[test]
+fn a_filtered_gather_skips_rows_its_full_heap_rules_out() {
+    // A gather whose rows still need a filter check: once its heap holds k
+    // matches, the codes rule rows out before their vectors are read or
+    // their filter checked; the hits are the filtered scan's.
+    let mut rng = Rng::new(13);
+    let dim = 64;
+    for metric in Metric::ALL {
+        let cache = VectorCache::with_config(CacheConfig::new(dim, metric).codes(true)).unwrap();
+        let mut w = cache.writer();
+        for i in 0u32..2_000 {
+            let v: Vec<f32> = (0..dim).map(|_| rng.unit()).collect();
+            w.upsert(&i.to_be_bytes(), &v).unwrap();
+        }
+        w.commit(1).unwrap();
+        let view = cache.view(1).unwrap();
+        let every: Vec<RowId> = (0..2_000).map(RowId).collect();
+        let keep = |_: RowId, id: &[u8]| !id[3].is_multiple_of(3);
+        for _ in 0..5 {
+            let query: Vec<f32> = (0..dim).map(|_| rng.unit()).collect();
+            for k in [1, 10, 100] {
+                let (hits, stats) = view.search_rows_lazy(&query, k, &every, &keep).unwrap();
+                let (want, _) = view.search_lazy(&query, k, 1, &keep).unwrap();
+                assert_eq!(hits, want, "{metric} k {k}");
+                assert_eq!(stats.rows_scanned, 2_000);
+                assert!(stats.rows_pruned > 0, "{metric} k {k}: {stats:?}");
+                assert!(stats.predicate_calls + stats.rows_pruned <= 2_000);
+            }
+        }
+    }
+}
