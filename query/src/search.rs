@@ -119,7 +119,7 @@ pub struct SearchExplain {
     /// Rows considered: their distance computed, or bounded from their code.
     pub rows_scanned: u64,
     /// Rows of `rows_scanned` ruled out by their code's bound alone, their
-    /// vectors never read (gather with nothing left to check).
+    /// vectors never read (gather, on a field with row codes).
     pub rows_pruned: u64,
     /// Documents read and checked against the filter.
     pub docs_checked: u64,
