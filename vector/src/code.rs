@@ -327,18 +327,19 @@ impl QueryCode {
         }
         let dot = self.code_dot(codes, meta)?;
         let centre = s * self.scale * dot;
-        // q·x lies within `centre ± spread`.
-        let spread = s * self.err * f64::from(meta.code_norm) + self.norm * f64::from(meta.resid);
+        // q·x̂ lies within `centre ± code_err` (the query's coding error);
+        // q·x within `centre ± spread` (the row's too).
+        let code_err = s * self.err * f64::from(meta.code_norm);
+        let spread = code_err + self.norm * f64::from(meta.resid);
         match self.metric {
             Metric::L2 => {
                 let xx = s * s * f64::from(meta.code_sq);
-                // ‖q − x̂‖² within [a_lo, a_hi]; then ‖q − x‖ within r of ‖q − x̂‖.
-                let q_dot = s * self.err * f64::from(meta.code_norm);
+                // ‖q − x̂‖² within [lo, hi]; then ‖q − x‖ within r of ‖q − x̂‖.
                 // f64 rounding in these sums, absolutely.
                 let tiny = 1e-9 * (self.sq + xx);
                 Some(RowBound {
-                    lo: (self.sq - 2.0 * (centre + q_dot) + xx - tiny).max(0.0),
-                    hi: (self.sq - 2.0 * (centre - q_dot) + xx + tiny).max(0.0),
+                    lo: (self.sq - 2.0 * (centre + code_err) + xx - tiny).max(0.0),
+                    hi: (self.sq - 2.0 * (centre - code_err) + xx + tiny).max(0.0),
                     resid: f64::from(meta.resid),
                 })
             }

@@ -35,6 +35,19 @@ fn awkward_rows(rng: &mut Rng, n: usize, dim: usize) -> Vec<Vec<f32>> {
     rows
 }
 
+/// A cache with codes holding `n` random rows of `dim` in [-1, 1), ids
+/// `0..n` big-endian, committed at version 1.
+fn random_coded(rng: &mut Rng, metric: Metric, n: u32, dim: usize) -> VectorCache {
+    let cache = VectorCache::with_config(CacheConfig::new(dim, metric).codes(true)).unwrap();
+    let mut w = cache.writer();
+    for i in 0..n {
+        let v: Vec<f32> = (0..dim).map(|_| rng.unit()).collect();
+        w.upsert(&i.to_be_bytes(), &v).unwrap();
+    }
+    w.commit(1).unwrap();
+    cache
+}
+
 #[test]
 fn gather_with_codes_returns_the_full_scan_for_every_metric() {
     let mut rng = Rng::new(41);
@@ -79,13 +92,7 @@ fn codes_spare_most_vectors_of_a_selective_gather() {
     let mut rng = Rng::new(7);
     let dim = 384;
     for metric in Metric::ALL {
-        let cache = VectorCache::with_config(CacheConfig::new(dim, metric).codes(true)).unwrap();
-        let mut w = cache.writer();
-        for i in 0u32..1_000 {
-            let v: Vec<f32> = (0..dim).map(|_| rng.unit()).collect();
-            w.upsert(&i.to_be_bytes(), &v).unwrap();
-        }
-        w.commit(1).unwrap();
+        let cache = random_coded(&mut rng, metric, 1_000, dim);
         let view = cache.view(1).unwrap();
         let every: Vec<RowId> = (0..1_000).map(RowId).collect();
         let query: Vec<f32> = (0..dim).map(|_| rng.unit()).collect();
@@ -102,13 +109,7 @@ fn pruning_sees_exactly_its_snapshot() {
     // the arena holds (visible or not), returns its own full scan.
     let mut rng = Rng::new(11);
     let dim = 32;
-    let cache = VectorCache::with_config(CacheConfig::new(dim, Metric::L2).codes(true)).unwrap();
-    let mut w = cache.writer();
-    for i in 0u32..3_000 {
-        let v: Vec<f32> = (0..dim).map(|_| rng.unit()).collect();
-        w.upsert(&i.to_be_bytes(), &v).unwrap();
-    }
-    w.commit(1).unwrap();
+    let cache = random_coded(&mut rng, Metric::L2, 3_000, dim);
     let mut w = cache.writer();
     for i in 0u32..3_000 {
         match i % 3 {
@@ -150,13 +151,7 @@ fn a_filtered_gather_skips_rows_its_full_heap_rules_out() {
     let mut rng = Rng::new(13);
     let dim = 64;
     for metric in Metric::ALL {
-        let cache = VectorCache::with_config(CacheConfig::new(dim, metric).codes(true)).unwrap();
-        let mut w = cache.writer();
-        for i in 0u32..2_000 {
-            let v: Vec<f32> = (0..dim).map(|_| rng.unit()).collect();
-            w.upsert(&i.to_be_bytes(), &v).unwrap();
-        }
-        w.commit(1).unwrap();
+        let cache = random_coded(&mut rng, metric, 2_000, dim);
         let view = cache.view(1).unwrap();
         let every: Vec<RowId> = (0..2_000).map(RowId).collect();
         let keep = |_: RowId, id: &[u8]| !id[3].is_multiple_of(3);
