@@ -134,7 +134,7 @@ impl Arena {
             chunks: Arc::clone(&chunks),
             rows,
             dim: self.dim,
-            chunk_rows: self.chunk_rows,
+            chunk_rows: ChunkRows::new(self.chunk_rows),
             codes: self.codes,
         }
     }
@@ -322,8 +322,37 @@ pub(crate) struct ArenaSnapshot {
     chunks: Arc<Vec<Arc<Chunk>>>,
     rows: usize,
     dim: usize,
-    chunk_rows: usize,
+    chunk_rows: ChunkRows,
     codes: bool,
+}
+
+/// Rows per chunk, and the split of a row number into its chunk and its
+/// index there: a shift and a mask when the count is a power of two (the
+/// default), as a 64-bit division costs tens of cycles per row, which a
+/// gather over scattered rows pays twice a row (its look-ahead and its read).
+#[derive(Debug, Clone, Copy)]
+struct ChunkRows {
+    rows: usize,
+    /// `log2(rows)` when `rows` is a power of two.
+    shift: Option<u32>,
+}
+
+impl ChunkRows {
+    fn new(rows: usize) -> Self {
+        ChunkRows {
+            rows,
+            shift: rows.is_power_of_two().then(|| rows.trailing_zeros()),
+        }
+    }
+
+    /// `(row / rows, row % rows)`.
+    #[inline]
+    fn split(self, row: usize) -> (usize, usize) {
+        match self.shift {
+            Some(shift) => (row >> shift, row & (self.rows - 1)),
+            None => (row / self.rows, row % self.rows),
+        }
+    }
 }
 
 impl ArenaSnapshot {
@@ -340,11 +369,12 @@ impl ArenaSnapshot {
     /// Splits `0..rows` into ranges of at most `max_rows` that never cross a
     /// chunk boundary.
     pub(crate) fn ranges(&self, max_rows: usize) -> Vec<Range<usize>> {
-        let step = max_rows.clamp(1, self.chunk_rows);
+        let chunk_rows = self.chunk_rows.rows;
+        let step = max_rows.clamp(1, chunk_rows);
         let mut out = Vec::with_capacity(self.rows.div_ceil(step) + self.chunks.len());
         let mut base = 0;
         while base < self.rows {
-            let chunk_end = (base + self.chunk_rows).min(self.rows);
+            let chunk_end = (base + chunk_rows).min(self.rows);
             let mut start = base;
             while start < chunk_end {
                 let end = (start + step).min(chunk_end);
@@ -362,10 +392,9 @@ impl ArenaSnapshot {
         if range.start > range.end || range.end > self.rows {
             return None;
         }
-        let c = range.start / self.chunk_rows;
-        let i0 = range.start - c * self.chunk_rows;
-        let i1 = range.end - c * self.chunk_rows;
-        if i1 > self.chunk_rows {
+        let (c, i0) = self.chunk_rows.split(range.start);
+        let i1 = i0 + (range.end - range.start);
+        if i1 > self.chunk_rows.rows {
             return None;
         }
         let chunk = self.chunks.get(c)?;
@@ -450,10 +479,10 @@ impl ArenaSnapshot {
         if row >= self.rows {
             return;
         }
-        let Some(chunk) = self.chunks.get(row / self.chunk_rows) else {
+        let (c, i) = self.chunk_rows.split(row);
+        let Some(chunk) = self.chunks.get(c) else {
             return;
         };
-        let i = row % self.chunk_rows;
         let cells: &[&AtomicU64] = if versions {
             &[&chunk.born[i], &chunk.died[i]]
         } else {
@@ -469,10 +498,10 @@ impl ArenaSnapshot {
         if row >= self.rows {
             return false;
         }
-        let Some(chunk) = self.chunks.get(row / self.chunk_rows) else {
+        let (c, i) = self.chunk_rows.split(row);
+        let Some(chunk) = self.chunks.get(c) else {
             return false;
         };
-        let i = row % self.chunk_rows;
         visible_at(&chunk.born[i], &chunk.died[i], version)
     }
 }

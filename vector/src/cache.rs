@@ -37,9 +37,15 @@ use crate::writer::Writer;
 pub const MAX_DIM: usize = 65_536;
 /// Most floats in one chunk (1 GiB).
 const MAX_CHUNK_FLOATS: usize = 1 << 28;
-/// Default chunk rows: 1024, fewer for wide vectors (at most 16 MiB a chunk).
+/// Default chunk rows: 1024, fewer for wide vectors (at most 16 MiB a chunk,
+/// and a power of two).
 const DEFAULT_CHUNK_ROWS: usize = 1024;
 const DEFAULT_CHUNK_BYTES: usize = 16 << 20;
+
+/// The largest power of two at most `n` (`n` ≥ 1).
+fn prev_power_of_two(n: usize) -> usize {
+    1 << n.ilog2()
+}
 
 /// Configuration of a [`VectorCache`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,13 +64,14 @@ pub struct CacheConfig {
 
 impl CacheConfig {
     /// A config with the default chunk size: 1024 rows, or fewer so that a
-    /// chunk holds at most 16 MiB of vectors.
+    /// chunk holds at most 16 MiB of vectors (a power of two either way).
     pub fn new(dim: usize, metric: Metric) -> Self {
         let per_row = dim.max(1) * std::mem::size_of::<f32>();
         CacheConfig {
             dim,
             metric,
-            chunk_rows: (DEFAULT_CHUNK_BYTES / per_row).clamp(1, DEFAULT_CHUNK_ROWS),
+            // A power of two, so that a row's chunk is a shift away.
+            chunk_rows: prev_power_of_two((DEFAULT_CHUNK_BYTES / per_row).clamp(1, DEFAULT_CHUNK_ROWS)),
             codes: false,
         }
     }
@@ -509,6 +516,8 @@ mod tests {
         ));
         assert_eq!(CacheConfig::new(384, Metric::L2).chunk_rows, 1024);
         assert_eq!(CacheConfig::new(MAX_DIM, Metric::L2).chunk_rows, 64);
+        // 16 MiB holds 838 rows of 5,000 floats: 512, a power of two.
+        assert_eq!(CacheConfig::new(5_000, Metric::L2).chunk_rows, 512);
     }
 
     #[test]
