@@ -15,6 +15,7 @@
 //! documents returns (ties broken by document key); `Auto` picks the cheapest
 //! by the cost model in [`CostModel`].
 
+use std::cell::RefCell;
 use std::ops::Bound;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -348,6 +349,15 @@ fn rows_of(view: &CacheView, keys: &[Vec<u8>]) -> Vec<RowId> {
 /// estimates.
 const TAGGED_COUNT_CAP: u64 = 64;
 
+/// An index predicate whose row tags list at most this many rows has its
+/// rows collected while it is counted (a selective filter's, which gather
+/// will want), so that they are not looked up a second time.
+const COLLECT_WHILE_COUNTING: usize = 4096;
+
+/// An index predicate's rows collected while counting it: its field, its
+/// intervals, and the rows.
+type CountedRows = (String, Vec<crate::Interval>, Vec<RowId>);
+
 /// Runs `f` on the tag ranges that select what an index scan of `field`
 /// over `intervals` reads, in every partition.
 fn with_tag_ranges<R>(
@@ -584,9 +594,22 @@ pub fn search(
     } else {
         model.count_cap(rows, spec.k)
     };
-    // With tags, an index predicate is counted from its posting lists.
+    // With tags, an index predicate is counted from its posting lists, and
+    // a short one's rows are collected on the way, for the strategy to use
+    // rather than find the same lists again.
+    let counted_rows: RefCell<Vec<CountedRows>> = RefCell::new(Vec::new());
     let count_tags = |field: &str, intervals: &[crate::Interval]| {
-        with_tag_ranges(parts, field, intervals, |r| view.tagged_count(field, r)).map(|n| n as u64)
+        with_tag_ranges(parts, field, intervals, |r| {
+            let n = view.tagged_count(field, r)?;
+            if n <= COLLECT_WHILE_COUNTING {
+                if let Some(rows) = view.tagged_candidates(field, r) {
+                    counted_rows
+                        .borrow_mut()
+                        .push((field.to_owned(), intervals.to_vec(), rows));
+                }
+            }
+            Some(n as u64)
+        })
     };
     let counter: Option<crate::plan::Counter<'_>> = if all_tagged { Some(&count_tags) } else { None };
     let source = match &spec.filter {
@@ -602,11 +625,23 @@ pub fn search(
         )?,
         None => None,
     };
-    let (tag_estimate, mut merged_rows) = source
+    let (tag_estimate, mut tagged_rows_read) = source
         .as_ref()
         .filter(|s| all_tagged && s.uses_index())
         .and_then(|s| tagged_estimate(&view, parts, s))
         .map_or((None, None), |(count, rows)| (Some(count), rows));
+    // The chosen index scan's rows, if they were collected while counted.
+    if let (Some(_), None, Some(Source::IndexScan { field, intervals, .. })) =
+        (tag_estimate, &tagged_rows_read, &source)
+    {
+        let mut counted = counted_rows.borrow_mut();
+        if let Some(i) = counted
+            .iter()
+            .position(|(f, iv, _)| f == field && iv == intervals)
+        {
+            tagged_rows_read = Some(counted.swap_remove(i).2);
+        }
+    }
     let capped = tag_estimate.is_none() && matches!(source, Some(Source::IndexScan { capped: true, .. }));
     let indexed = source.as_ref().is_some_and(Source::uses_index);
     // An index that answers the filter exactly: its keys are the matches, and
@@ -733,8 +768,14 @@ pub fn search(
             }
         }
         Strategy::Gather => {
-            let (cand_rows, from) =
-                candidate_rows(&view, read, parts, source.as_ref(), merged_rows.take(), &checker)?;
+            let (cand_rows, from) = candidate_rows(
+                &view,
+                read,
+                parts,
+                source.as_ref(),
+                tagged_rows_read.take(),
+                &checker,
+            )?;
             explain.candidates_from = from;
             // Raw-tier candidates were checked while gathering, and an exact
             // index's are matches (so their codes may prune them); otherwise a
@@ -756,8 +797,8 @@ pub fn search(
                     reason: "the bitmap strategy needs a filter an index can narrow".into(),
                 });
             };
-            // A merge's rows were read for its estimate already.
-            let tagged = match merged_rows.take() {
+            // A merge's rows (or a short index scan's) were read for its estimate already.
+            let tagged = match tagged_rows_read.take() {
                 Some(rows) => Some(mask_of(&view, rows)),
                 None => tagged_mask(&view, parts, source),
             };
