@@ -25,7 +25,7 @@
 use std::cell::UnsafeCell;
 use std::mem;
 use std::ops::Range;
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::slice;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -94,7 +94,7 @@ pub(crate) struct Arena {
     codes: bool,
     /// Shared as one `Arc`, so that a snapshot costs one reference count,
     /// not one per chunk; a new chunk copies the list (rare).
-    chunks: RwLock<Arc<Vec<Arc<Chunk>>>>,
+    chunks: RwLock<Arc<ChunkList>>,
     published: AtomicUsize,
     /// Heap bytes of the ids held in all slots (published or not).
     id_bytes: AtomicUsize,
@@ -107,7 +107,7 @@ impl Arena {
             dim,
             chunk_rows,
             codes,
-            chunks: RwLock::new(Arc::new(Vec::new())),
+            chunks: RwLock::new(Arc::new(ChunkList::default())),
             published: AtomicUsize::new(0),
             id_bytes: AtomicUsize::new(0),
         });
@@ -131,7 +131,7 @@ impl Arena {
         // published, so the list read after the Acquire load contains it.
         let chunks = self.chunks.read().unwrap_or_else(PoisonError::into_inner);
         ArenaSnapshot {
-            chunks: Arc::clone(&chunks),
+            list: Arc::clone(&chunks),
             rows,
             dim: self.dim,
             chunk_rows: ChunkRows::new(self.chunk_rows),
@@ -142,9 +142,36 @@ impl Arena {
     /// Bytes allocated for chunks, ids and the chunk list.
     pub(crate) fn memory_bytes(&self) -> usize {
         let chunks = self.chunks.read().unwrap_or_else(PoisonError::into_inner);
-        chunks.len() * Chunk::bytes(self.chunk_rows, self.dim, self.codes)
-            + chunks.capacity() * mem::size_of::<Arc<Chunk>>()
+        chunks.chunks.len() * Chunk::bytes(self.chunk_rows, self.dim, self.codes)
+            + chunks.chunks.capacity() * (mem::size_of::<Arc<Chunk>>() + mem::size_of::<VectorBase>())
             + self.id_bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// The first vector cell of a chunk: a row's vector is one load (this
+/// pointer, from a short dense list) and an offset away, where going through
+/// the chunk costs two dependent loads more; a gather over scattered rows
+/// waits on them before each row's first read.
+#[derive(Debug, Clone, Copy)]
+struct VectorBase(NonNull<f32>);
+
+// SAFETY: the pointer is only read through, for published rows (module
+// protocol), while the `ChunkList` holding it also holds its chunk alive.
+unsafe impl Send for VectorBase {}
+unsafe impl Sync for VectorBase {}
+
+/// The chunks, and each one's [`VectorBase`] at the same index.
+#[derive(Clone, Default)]
+struct ChunkList {
+    chunks: Vec<Arc<Chunk>>,
+    vectors: Vec<VectorBase>,
+}
+
+impl ChunkList {
+    fn push(&mut self, chunk: Arc<Chunk>) {
+        self.vectors
+            .push(VectorBase(NonNull::from(&chunk.data[..]).cast::<f32>()));
+        self.chunks.push(chunk);
     }
 }
 
@@ -319,7 +346,7 @@ impl ArenaCursor {
 pub(crate) struct ArenaSnapshot {
     /// The arena's chunk list when the snapshot was taken (it may hold
     /// chunks past `rows`, which the snapshot never reads).
-    chunks: Arc<Vec<Arc<Chunk>>>,
+    list: Arc<ChunkList>,
     rows: usize,
     dim: usize,
     chunk_rows: ChunkRows,
@@ -371,7 +398,7 @@ impl ArenaSnapshot {
     pub(crate) fn ranges(&self, max_rows: usize) -> Vec<Range<usize>> {
         let chunk_rows = self.chunk_rows.rows;
         let step = max_rows.clamp(1, chunk_rows);
-        let mut out = Vec::with_capacity(self.rows.div_ceil(step) + self.chunks.len());
+        let mut out = Vec::with_capacity(self.rows.div_ceil(step) + self.list.chunks.len());
         let mut base = 0;
         while base < self.rows {
             let chunk_end = (base + chunk_rows).min(self.rows);
@@ -397,7 +424,7 @@ impl ArenaSnapshot {
         if i1 > self.chunk_rows.rows {
             return None;
         }
-        let chunk = self.chunks.get(c)?;
+        let chunk = self.list.chunks.get(c)?;
         let cells = &chunk.data[i0 * self.dim..i1 * self.dim];
         let code_cells = chunk.codes.get(i0 * self.dim..i1 * self.dim).unwrap_or_default();
         let meta_cells = chunk.metas.get(i0..i1).unwrap_or_default();
@@ -438,6 +465,24 @@ impl ArenaSnapshot {
         Some(self.one(row)?.vector(0))
     }
 
+    /// Row `row`'s vector, through the chunk's [`VectorBase`]: for reads
+    /// of scattered rows, where [`vector`](Self::vector)'s way through the
+    /// chunk costs two dependent loads more.
+    #[inline]
+    pub(crate) fn vector_at(&self, row: usize) -> Option<&[f32]> {
+        if row >= self.rows {
+            return None;
+        }
+        let (c, i) = self.chunk_rows.split(row);
+        let base = self.list.vectors.get(c)?;
+        // SAFETY: `base` points at chunk `c`'s `chunk_rows × dim` cells, held
+        // alive by `self.list`, and `i < chunk_rows`, so the range lies in
+        // them; row `row` is below `self.rows`, published before this
+        // snapshot loaded the count and never written again (module docs).
+        // `UnsafeCell<f32>` has the same layout as `f32`.
+        Some(unsafe { slice::from_raw_parts(base.0.as_ptr().add(i * self.dim), self.dim) })
+    }
+
     pub(crate) fn born(&self, row: usize) -> u64 {
         self.one(row).map_or(UNSET, |s| s.born(0))
     }
@@ -451,6 +496,12 @@ impl ArenaSnapshot {
     /// never faults, changes nothing); a no-op past the rows or off x86-64.
     #[inline]
     pub(crate) fn prefetch(&self, row: usize, versions: bool, lines: usize) {
+        if !versions {
+            if let Some(vector) = self.vector_at(row) {
+                prefetch_row(vector, &[], lines);
+            }
+            return;
+        }
         self.prefetch_with(row, versions, |chunk, i, versions| {
             let start = i * self.dim;
             prefetch_row(&chunk.data[start..start + self.dim], versions, lines);
@@ -480,7 +531,7 @@ impl ArenaSnapshot {
             return;
         }
         let (c, i) = self.chunk_rows.split(row);
-        let Some(chunk) = self.chunks.get(c) else {
+        let Some(chunk) = self.list.chunks.get(c) else {
             return;
         };
         let cells: &[&AtomicU64] = if versions {
@@ -499,7 +550,7 @@ impl ArenaSnapshot {
             return false;
         }
         let (c, i) = self.chunk_rows.split(row);
-        let Some(chunk) = self.chunks.get(c) else {
+        let Some(chunk) = self.list.chunks.get(c) else {
             return false;
         };
         visible_at(&chunk.born[i], &chunk.died[i], version)

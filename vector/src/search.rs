@@ -291,10 +291,8 @@ impl CacheView {
                 }
             },
             |row| {
-                let Some(seg) = self.snap.segment(row.index()..row.index() + 1) else {
-                    return;
-                };
-                if check && !seg.visible(0, self.version) {
+                let i = row.index();
+                if check && !self.snap.visible(i, self.version) {
                     return;
                 }
                 if let (Some(code), Some(cap)) = (&live, &mut cap) {
@@ -304,7 +302,10 @@ impl CacheView {
                             cap.set(bound);
                             full.set(true);
                         }
-                        if let Some(b) = seg.code(0).and_then(|(codes, meta)| code.row(codes, meta)) {
+                        let seg = self.snap.segment(i..i + 1);
+                        if let Some(b) =
+                            seg.and_then(|s| s.code(0).and_then(|(codes, meta)| code.row(codes, meta)))
+                        {
                             if cap.rules_out(&b) {
                                 stats.rows_scanned += 1;
                                 stats.rows_pruned += 1;
@@ -313,14 +314,22 @@ impl CacheView {
                         }
                     }
                 }
-                let distance = kernel(query, seg.vector(0));
+                // The vector straight from its chunk's base: the rows are
+                // scattered, and each read waits on its address.
+                let Some(vector) = self.snap.vector_at(i) else {
+                    return;
+                };
+                let distance = kernel(query, vector);
                 stats.rows_scanned += u64::from(!counted);
                 // As in a scan: a row beyond the bound cannot enter, and its
                 // id (on a cache line of its own) is never read.
                 if distance > top.bound() {
                     return;
                 }
-                offer(&mut top, &mut stats, lazy, distance, seg.id(0), row);
+                let Some(id) = self.snap.id(i) else {
+                    return;
+                };
+                offer(&mut top, &mut stats, lazy, distance, id, row);
             },
         );
         Ok((top.into_sorted_vec().into_iter().map(Hit::from).collect(), stats))
