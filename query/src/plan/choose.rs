@@ -69,7 +69,7 @@ pub type Counter<'a> = &'a dyn Fn(&str, &[Interval]) -> Option<u64>;
 fn estimate_predicate(
     read: &CollectionRead<'_>,
     parts: &[Part],
-    p: &IndexPredicate,
+    p: IndexPredicate,
     cap: u64,
     counter: Option<Counter<'_>>,
 ) -> Result<Source> {
@@ -96,8 +96,8 @@ fn estimate_predicate(
         }
     };
     Ok(Source::IndexScan {
-        field: p.field.clone(),
-        intervals: p.intervals.clone(),
+        field: p.field,
+        intervals: p.intervals,
         estimate,
         capped,
         multikey: p.multikey,
@@ -185,8 +185,9 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
 }
 
 /// Chooses among the index sources of `filter` by estimates counted up to
-/// `cap`: the chosen source (a scan when no index is selective enough), and
-/// the most selective single index scan, capped or not.
+/// `cap`: the chosen source (a scan when no index is selective enough), and,
+/// when that reads no index, the most selective single index scan, capped or
+/// not.
 fn choose_source(
     read: &CollectionRead<'_>,
     parts: &[Part],
@@ -197,38 +198,43 @@ fn choose_source(
 ) -> Result<(Source, Option<Source>)> {
     let mut source = Source::Scan { estimate: total };
     let mut candidates = Vec::new();
-    for p in &index_predicates(read, filter)? {
+    for p in index_predicates(read, filter)? {
         candidates.push(estimate_predicate(read, parts, p, cap, counter)?);
     }
-    let most_selective = candidates
-        .iter()
-        .min_by_key(|s| (s.estimate(), matches!(s, Source::IndexScan { capped: true, .. })))
-        .cloned();
-    // A capped estimate means "more than the cap": never selective enough.
-    candidates.retain(|s| !matches!(s, Source::IndexScan { capped: true, .. }));
-    candidates.sort_by_key(|s| s.estimate());
-    if let Some(best) = candidates.first() {
-        if best.estimate() * LOOKUP_COST < total.max(1) || best.estimate() == 0 {
-            let best_est = best.estimate();
-            let inputs: Vec<Source> = candidates
+    // Uncapped estimates first, most selective first; a capped one means
+    // "more than the cap": never selective enough.
+    let capped = |s: &Source| matches!(s, Source::IndexScan { capped: true, .. });
+    candidates.sort_by_key(|s| (capped(s), s.estimate()));
+    let uncapped = candidates.iter().take_while(|s| !capped(s)).count();
+    if let Some(best_est) = candidates[..uncapped].first().map(Source::estimate) {
+        if best_est * LOOKUP_COST < total.max(1) || best_est == 0 {
+            let n = candidates[..uncapped]
                 .iter()
                 .take_while(|s| s.estimate() <= best_est.max(1) * INTERSECT_FACTOR)
-                .cloned()
-                .collect();
-            source = if inputs.len() == 1 {
-                inputs
-                    .into_iter()
-                    .next()
-                    .unwrap_or(Source::Scan { estimate: total })
+                .count();
+            source = if n == 1 {
+                candidates.swap_remove(0)
             } else {
                 Source::IndexMerge {
                     op: MergeOp::And,
-                    inputs,
+                    inputs: candidates.drain(..n).collect(),
                     estimate: best_est,
                 }
             };
         }
     }
+    // Moved, not cloned: only wanted when no index was chosen (the
+    // candidates are then all still here).
+    let most_selective = if source.uses_index() {
+        None
+    } else {
+        let best = candidates
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, s)| (s.estimate(), capped(s)))
+            .map(|(i, _)| i);
+        best.map(|i| candidates.swap_remove(i))
+    };
     if !source.uses_index() {
         if let Filter::Or(branches) = filter {
             let mut inputs = Vec::new();
@@ -236,7 +242,7 @@ fn choose_source(
             for branch in branches {
                 // Each branch's most selective conjunct.
                 let mut best: Option<Source> = None;
-                for p in &index_predicates(read, branch)? {
+                for p in index_predicates(read, branch)? {
                     let s = estimate_predicate(read, parts, p, cap, counter)?;
                     if best.as_ref().is_none_or(|b| s.estimate() < b.estimate()) {
                         best = Some(s);
