@@ -662,3 +662,43 @@ impl<'a> Segment<'a> {
 fn visible_at(born: &AtomicU64, died: &AtomicU64, version: u64) -> bool {
     born.load(Ordering::Relaxed) <= version && version < died.load(Ordering::Relaxed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rows_chunk_by_shift_is_its_chunk_by_division() {
+        for rows in [1usize, 2, 3, 7, 16, 100, 1024] {
+            let c = ChunkRows::new(rows);
+            assert_eq!(c.shift.is_some(), rows.is_power_of_two(), "{rows} rows");
+            for row in [0, 1, rows - 1, rows, rows + 1, 5 * rows + 3, MAX_ROWS] {
+                assert_eq!(c.split(row), (row / rows, row % rows), "{rows} rows, row {row}");
+            }
+        }
+    }
+
+    #[test]
+    fn vector_at_reads_the_rows_segments_read_and_nothing_past_them() {
+        let dim = 3;
+        for chunk_rows in [1usize, 3, 4, 16] {
+            let (arena, mut cursor) = Arena::new(dim, chunk_rows, false);
+            for i in 0..37u8 {
+                let v = [f32::from(i), -f32::from(i), 0.5];
+                cursor.append(&[i], &v).expect("append");
+            }
+            cursor.publish();
+            let snap = arena.snapshot();
+            for row in 0..37 {
+                assert_eq!(
+                    snap.vector_at(row),
+                    snap.vector(row),
+                    "{chunk_rows} rows a chunk, row {row}"
+                );
+                assert_eq!(snap.vector_at(row).map(|v| v[0]), Some(row as f32));
+            }
+            assert_eq!(snap.vector_at(37), None);
+            assert_eq!(snap.vector_at(usize::MAX), None);
+        }
+    }
+}
