@@ -110,7 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let r = docs
                     .search("embedding", &query)
                     .k(10)
-                    .filter(filter.clone())
+                    .filter(&filter)
                     .strategy(strategy)
                     .explain();
                 best = best.min(t.elapsed().as_secs_f64() * 1e3);

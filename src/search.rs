@@ -1,7 +1,9 @@
 //! `Search`: the vector search builder, plain, filtered and batched.
 
+use std::borrow::Borrow;
+
 use bson::Document;
-use slate_query::{SearchExplain, SearchHit, SearchSpec, Strategy};
+use slate_query::{Filter, SearchExplain, SearchHit, SearchSpec, Strategy};
 
 use crate::{Collection, Result};
 
@@ -11,7 +13,9 @@ use crate::{Collection, Result};
 pub struct Search<'c> {
     coll: &'c Collection,
     spec: SearchSpec,
-    filter: Document,
+    /// A filter that does not parse, kept to report its error when the
+    /// search runs (a parsed one is in `spec`).
+    bad_filter: Option<Document>,
 }
 
 impl<'c> Search<'c> {
@@ -25,7 +29,7 @@ impl<'c> Search<'c> {
         Self {
             coll,
             spec,
-            filter: Document::new(),
+            bad_filter: None,
         }
     }
 
@@ -35,10 +39,21 @@ impl<'c> Search<'c> {
         self
     }
 
-    /// Only documents matching `filter` (the filter language of `find`).
-    /// Default: every document with a vector.
-    pub fn filter(mut self, filter: Document) -> Self {
-        self.filter = filter;
+    /// Only documents matching `filter` (the filter language of `find`),
+    /// owned or borrowed: it is parsed here, and a borrowed one is never
+    /// cloned. Default: every document with a vector. A filter that does not
+    /// parse fails the search when it runs, with the error that names the bad
+    /// operator or operand.
+    pub fn filter(mut self, filter: impl Borrow<Document>) -> Self {
+        let filter = filter.borrow();
+        self.spec.filter = None;
+        self.bad_filter = None;
+        if !filter.is_empty() {
+            match Filter::parse(filter) {
+                Ok(parsed) => self.spec.filter = Some(parsed),
+                Err(_) => self.bad_filter = Some(filter.clone()),
+            }
+        }
         self
     }
 
@@ -62,9 +77,9 @@ impl<'c> Search<'c> {
     }
 
     /// Runs the search and returns what it did too.
-    pub fn explain(mut self) -> Result<(Vec<SearchHit>, SearchExplain)> {
-        if !self.filter.is_empty() {
-            self.spec.filter = Some(slate_query::Filter::parse(&self.filter)?);
+    pub fn explain(self) -> Result<(Vec<SearchHit>, SearchExplain)> {
+        if let Some(bad) = &self.bad_filter {
+            Filter::parse(bad)?;
         }
         let txn = self.coll.db.inner.read();
         let read = txn.collection(&self.coll.name)?;

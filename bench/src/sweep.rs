@@ -403,7 +403,7 @@ impl SweepData {
             .docs
             .search("embedding", query)
             .k(self.config.k)
-            .filter(filter.clone())
+            .filter(filter)
             .strategy(strategy)
             .threads(1)
             .explain()?;

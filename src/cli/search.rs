@@ -66,7 +66,7 @@ impl Searchable for Collection {
             .k(run.k)
             .threads(run.threads)
             .strategy(run.strategy)
-            .filter(run.filter.clone());
+            .filter(&run.filter);
         if let Some(p) = &run.projection {
             search = search.project(p.clone());
         }
@@ -90,7 +90,7 @@ impl Searchable for RemoteCollection {
             .k(run.k)
             .threads(run.threads)
             .strategy(run.strategy)
-            .filter(run.filter.clone());
+            .filter(&run.filter);
         if let Some(p) = &run.projection {
             search = search.project(p.clone());
         }

@@ -1,6 +1,8 @@
 //! `RemoteCollection` and its builders: [`crate::Collection`]'s methods over a
 //! connection, with the same arguments, results and errors.
 
+use std::borrow::Borrow;
+
 use bson::{Bson, Document};
 
 use super::Client;
@@ -384,9 +386,11 @@ impl RemoteSearch<'_> {
         self
     }
 
-    /// Only documents matching `filter`. Default: every document with a vector.
-    pub fn filter(mut self, filter: Document) -> Self {
-        self.args.filter = (!filter.is_empty()).then(|| Bin::doc(&filter));
+    /// Only documents matching `filter`, owned or borrowed (a borrowed one is
+    /// not cloned). Default: every document with a vector.
+    pub fn filter(mut self, filter: impl Borrow<Document>) -> Self {
+        let filter = filter.borrow();
+        self.args.filter = (!filter.is_empty()).then(|| Bin::doc(filter));
         self
     }
 
@@ -437,9 +441,11 @@ impl RemoteSearchBatch<'_> {
         self
     }
 
-    /// Only documents matching `filter` (then each query runs on its own).
-    pub fn filter(mut self, filter: Document) -> Self {
-        self.args.filter = (!filter.is_empty()).then(|| Bin::doc(&filter));
+    /// Only documents matching `filter`, owned or borrowed (then each query
+    /// runs on its own).
+    pub fn filter(mut self, filter: impl Borrow<Document>) -> Self {
+        let filter = filter.borrow();
+        self.args.filter = (!filter.is_empty()).then(|| Bin::doc(filter));
         self
     }
 

@@ -267,7 +267,7 @@ fn search_batch(db: &Db, a: SearchBatchArgs) -> Outcome<SearchBatchReply> {
         let mut s = coll
             .search(&a.field, q)
             .k(k)
-            .filter(filter.clone())
+            .filter(&filter)
             .strategy(strategy)
             .threads(threads);
         if let Some(p) = &a.projection {

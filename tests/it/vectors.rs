@@ -447,6 +447,35 @@ fn bad_vectors_and_queries_are_refused_and_change_nothing() {
         .run()
         .expect_err("unknown field");
     assert!(err.to_string().contains("nope"), "{err}");
+    // A filter is parsed when it is set and its error reported when the
+    // search runs; a later filter replaces it.
+    let bad = doc! { "_id": { "$near": 1 } };
+    let err = coll
+        .search("e", &[1.0, 0.0, 0.0])
+        .filter(&bad)
+        .run()
+        .expect_err("unknown operator");
+    assert!(err.to_string().contains("$near"), "{err}");
+    let good = doc! { "_id": { "$gte": 1 } };
+    let borrowed = coll
+        .search("e", &[1.0, 0.0, 0.0])
+        .filter(&bad)
+        .filter(&good)
+        .run()
+        .expect("the later filter replaces the bad one");
+    let owned = coll
+        .search("e", &[1.0, 0.0, 0.0])
+        .filter(good.clone())
+        .run()
+        .expect("owned filter");
+    assert_eq!(borrowed, owned);
+    assert_eq!(borrowed.len(), 1);
+    let none = coll
+        .search("e", &[1.0, 0.0, 0.0])
+        .filter(doc! { "_id": { "$gt": 1 } })
+        .run()
+        .expect("search");
+    assert!(none.is_empty(), "no document matches");
     let hits = coll.search("e", &[0.0, 1.0, 0.0]).k(5).run().expect("search");
     assert_eq!(
         hits.len(),
