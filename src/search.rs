@@ -40,10 +40,10 @@ impl<'c> Search<'c> {
     }
 
     /// Only documents matching `filter` (the filter language of `find`),
-    /// owned or borrowed: it is parsed here, and a borrowed one is never
-    /// cloned. Default: every document with a vector. A filter that does not
-    /// parse fails the search when it runs, with the error that names the bad
-    /// operator or operand.
+    /// owned or borrowed: it is parsed here, and a borrowed one that parses
+    /// is not cloned. Default: every document with a vector. A filter that
+    /// does not parse fails the search when it runs, with the error that
+    /// names the bad operator or operand.
     pub fn filter(mut self, filter: impl Borrow<Document>) -> Self {
         let filter = filter.borrow();
         self.spec.filter = None;
@@ -77,9 +77,11 @@ impl<'c> Search<'c> {
     }
 
     /// Runs the search and returns what it did too.
-    pub fn explain(self) -> Result<(Vec<SearchHit>, SearchExplain)> {
-        if let Some(bad) = &self.bad_filter {
-            Filter::parse(bad)?;
+    pub fn explain(mut self) -> Result<(Vec<SearchHit>, SearchExplain)> {
+        // Parsed again for its error (parsing is deterministic; were it to
+        // succeed, the search would run with it, never without it).
+        if let Some(bad) = self.bad_filter.take() {
+            self.spec.filter = Some(Filter::parse(&bad)?);
         }
         let txn = self.coll.db.inner.read();
         let read = txn.collection(&self.coll.name)?;

@@ -198,6 +198,17 @@ fn every_operation_gives_what_the_embedded_api_gives() {
     // vector search: plain, filtered, forced strategies, projected, explained, batched
     let q = [3.0f32, 5.0, 1.0, 1.0];
     both!(e, r, c => c.search("emb", &q).k(5).run());
+    // Filters handed over borrowed; a bad one fails the same way on both.
+    let active = doc! { "status": "active" };
+    both!(e, r, c => c.search("emb", &q).k(5).filter(&active).run());
+    let bad = doc! { "age": { "$near": 3 } };
+    both!(e, r, c => c.search("emb", &q).filter(&bad).run());
+    let err = r
+        .search_many("emb", &q)
+        .filter(&bad)
+        .run()
+        .expect_err("bad filter");
+    assert!(err.to_string().contains("$near"), "{err}");
     both!(e, r, c => c.search("emb", &q).k(7).filter(doc! { "status": "active" }).project(["name"]).run());
     for s in [Strategy::Gather, Strategy::Scan, Strategy::Bitmap] {
         both!(e, r, c => c.search("emb", &q).k(4).filter(doc! { "age": { "$lt": 40 } }).strategy(s).run());

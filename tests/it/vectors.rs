@@ -145,6 +145,66 @@ fn brute_force(docs: &[Document], filter: &Document, query: &[f32], k: usize) ->
     all.into_iter().map(|(d, i)| (i, d)).collect()
 }
 
+/// The search planner collects a tagged index range's rows while counting
+/// it only when they are few (at most 4,096); a longer range's rows are read
+/// from the posting lists again by gather and bitmap. Both must give brute
+/// force's hits.
+#[test]
+fn a_long_tagged_range_is_gathered_and_masked_as_brute_force_says() {
+    let n = 10_000i64;
+    let vector =
+        |i: i64| -> Vec<f32> { vec![(i * 7 % 13) as f32, (i * 11 % 17) as f32, (i % 5) as f32, 1.0] };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dbs = [
+        Db::memory(),
+        Db::builder(dir.path()).sync(false).open().expect("rocks"),
+    ];
+    for db in &dbs {
+        let coll = db
+            .create_collection(
+                CollectionConfig::new("long")
+                    .index("g")
+                    .vector("v", 4, Metric::L2),
+            )
+            .expect("create");
+        coll.insert_many((0..n).map(|i| {
+            let v: Vec<f64> = vector(i).into_iter().map(f64::from).collect();
+            doc! { "_id": i, "g": i % 2, "v": v }
+        }))
+        .expect("insert");
+        let query = [3.0f32, 8.0, 2.0, 1.0];
+        // 5,000 rows under one tag, and every row under two.
+        for (filter, matches) in [
+            (
+                doc! { "g": 0 },
+                Box::new(|i: i64| i % 2 == 0) as Box<dyn Fn(i64) -> bool>,
+            ),
+            (doc! { "g": { "$gte": 0, "$lte": 1 } }, Box::new(|_| true)),
+        ] {
+            let mut want: Vec<(f32, i64)> = (0..n)
+                .filter(|&i| matches(i))
+                .map(|i| (slate::vector::scalar::distance(Metric::L2, &query, &vector(i)), i))
+                .collect();
+            want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            want.truncate(10);
+            for strategy in [Strategy::Gather, Strategy::Bitmap, Strategy::Auto] {
+                let (hits, explain) = coll
+                    .search("v", &query)
+                    .k(10)
+                    .filter(&filter)
+                    .strategy(strategy)
+                    .explain()
+                    .expect("search");
+                let got: Vec<(f32, i64)> = hits
+                    .iter()
+                    .map(|h| (h.distance, h.id.as_i64().expect("int id")))
+                    .collect();
+                assert_eq!(got, want, "{filter} by {strategy} ({explain})");
+            }
+        }
+    }
+}
+
 #[test]
 fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
     let docs = hybrid_docs();
