@@ -38,7 +38,7 @@ use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
 use ordered_float::OrderedFloat;
 use simsimd::SpatialSimilarity;
 use slate::{CollectionConfig, Db, Metric, SearchExplain, Strategy, VectorField};
-use slate_vector::{CacheConfig, RowId, RowMask, VectorCache};
+use slate_vector::{CacheConfig, CacheView, RowId, RowMask, VectorCache};
 
 /// Distinct bucket values; selectivities are multiples of `1 / BUCKETS`.
 pub const BUCKETS: u64 = 10_000;
@@ -185,9 +185,7 @@ pub fn build(config: &SweepConfig) -> Result<SweepData, Box<dyn std::error::Erro
             .vector_field_config(field),
     )?;
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-    let reference = VectorCache::with_config(CacheConfig::new(config.dim, Metric::L2).codes(config.codes))?;
     let mut buckets = Vec::with_capacity(config.n);
-    let mut items: Vec<(Vec<u8>, Vec<f32>)> = Vec::with_capacity(config.n);
     let mut plain = Vec::with_capacity(config.n * config.dim);
     const BATCH: usize = 10_000;
     let mut batch = Vec::with_capacity(BATCH);
@@ -203,7 +201,6 @@ pub fn build(config: &SweepConfig) -> Result<SweepData, Box<dyn std::error::Erro
             "ubucket": bucket as i64,
             "embedding": Binary { subtype: BinarySubtype::Generic, bytes },
         });
-        items.push((slate_core::value::encode_id(&Bson::Int64(i as i64))?, v));
         if batch.len() == BATCH {
             docs.insert_many(std::mem::take(&mut batch))?;
         }
@@ -211,7 +208,7 @@ pub fn build(config: &SweepConfig) -> Result<SweepData, Box<dyn std::error::Erro
     if !batch.is_empty() {
         docs.insert_many(batch)?;
     }
-    reference.load(items, 1)?;
+    let reference = reference_cache(&plain, config.dim, config.codes)?;
     let queries = (0..config.queries.max(1))
         .map(|_| (0..config.dim).map(|_| rng.unit()).collect())
         .collect();
@@ -224,6 +221,29 @@ pub fn build(config: &SweepConfig) -> Result<SweepData, Box<dyn std::error::Erro
         queries,
         config: config.clone(),
     })
+}
+
+/// Document `doc`'s id key (the sweep's ids are the document numbers).
+fn doc_key(doc: usize) -> Vec<u8> {
+    slate_core::value::encode_id(&Bson::Int64(doc as i64)).expect("an int64 id encodes")
+}
+
+/// A cache of the plain vectors (`dim` floats each), document `i` under its
+/// id at row `i`, committed at version 1, with or without row codes.
+fn reference_cache(plain: &[f32], dim: usize, codes: bool) -> Result<VectorCache, slate_vector::Error> {
+    let cache = VectorCache::with_config(CacheConfig::new(dim, Metric::L2).codes(codes))?;
+    cache.load(
+        plain.chunks_exact(dim).enumerate().map(|(i, v)| (doc_key(i), v)),
+        1,
+    )?;
+    Ok(cache)
+}
+
+/// The rows of `view` holding documents `docs` (found through their ids).
+fn rows_of_docs(view: &CacheView, docs: &[u32]) -> Vec<RowId> {
+    docs.iter()
+        .filter_map(|&doc| view.row_of(&doc_key(doc as usize)))
+        .collect()
 }
 
 /// Runs `f` on the queries in turn (with each call's number) until
@@ -335,13 +355,7 @@ impl SweepData {
             .reference
             .view(1)
             .expect("reference cache committed at version 1");
-        let rows: Vec<RowId> = docs
-            .iter()
-            .filter_map(|&doc| {
-                let key = slate_core::value::encode_id(&Bson::Int64(i64::from(doc))).ok()?;
-                view.row_of(&key)
-            })
-            .collect();
+        let rows = rows_of_docs(&view, &docs);
         let mut mask = RowMask::new(view.row_count());
         for &row in &rows {
             mask.set(row);
@@ -447,24 +461,10 @@ impl SweepData {
         // A row gathered outright: the kernel's gather of the same rows
         // from a copy of the vectors without codes (so nothing is pruned).
         let dim = self.config.dim;
-        let uncoded = VectorCache::new(dim, Metric::L2)?;
-        let items = self.plain.chunks_exact(dim).enumerate().map(|(i, v)| {
-            let key = slate_core::value::encode_id(&Bson::Int64(i as i64)).expect("an int id encodes");
-            (key, v.to_vec())
-        });
-        uncoded.load(items, 1)?;
+        let uncoded = reference_cache(&self.plain, dim, false)?;
         let uncoded_view = uncoded.view(1)?;
         let ten_rows: Vec<Vec<RowId>> = (0..windows(0.1))
-            .map(|w| {
-                self.window(0.1, true, w)
-                    .docs
-                    .iter()
-                    .filter_map(|&doc| {
-                        let key = slate_core::value::encode_id(&Bson::Int64(i64::from(doc))).ok()?;
-                        uncoded_view.row_of(&key)
-                    })
-                    .collect()
-            })
+            .map(|w| rows_of_docs(&uncoded_view, &self.window(0.1, true, w).docs))
             .collect();
         let outright = secs(time_qps(q, t, |i, query| {
             uncoded_view.search_rows(query, self.config.k, &ten_rows[i % ten_rows.len()])?;

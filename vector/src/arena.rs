@@ -89,7 +89,7 @@ impl Chunk {
 /// Rows in fixed-size chunks, plus the published row count.
 pub(crate) struct Arena {
     dim: usize,
-    chunk_rows: usize,
+    chunk_rows: ChunkRows,
     /// Whether rows keep codes.
     codes: bool,
     /// Shared as one `Arc`, so that a snapshot costs one reference count,
@@ -105,7 +105,7 @@ impl Arena {
     pub(crate) fn new(dim: usize, chunk_rows: usize, codes: bool) -> (Arc<Arena>, ArenaCursor) {
         let arena = Arc::new(Arena {
             dim,
-            chunk_rows,
+            chunk_rows: ChunkRows::new(chunk_rows),
             codes,
             chunks: RwLock::new(Arc::new(ChunkList::default())),
             published: AtomicUsize::new(0),
@@ -134,7 +134,7 @@ impl Arena {
             list: Arc::clone(&chunks),
             rows,
             dim: self.dim,
-            chunk_rows: ChunkRows::new(self.chunk_rows),
+            chunk_rows: self.chunk_rows,
             codes: self.codes,
         }
     }
@@ -142,7 +142,7 @@ impl Arena {
     /// Bytes allocated for chunks, ids and the chunk list.
     pub(crate) fn memory_bytes(&self) -> usize {
         let chunks = self.chunks.read().unwrap_or_else(PoisonError::into_inner);
-        chunks.chunks.len() * Chunk::bytes(self.chunk_rows, self.dim, self.codes)
+        chunks.chunks.len() * Chunk::bytes(self.chunk_rows.rows, self.dim, self.codes)
             + chunks.chunks.capacity() * (mem::size_of::<Arc<Chunk>>() + mem::size_of::<VectorBase>())
             + self.id_bytes.load(Ordering::Relaxed)
     }
@@ -196,8 +196,8 @@ impl ArenaCursor {
     }
 
     fn locate(&self, row: usize) -> Option<(&Chunk, usize)> {
-        let chunk = self.chunks.get(row / self.arena.chunk_rows)?;
-        Some((chunk, row % self.arena.chunk_rows))
+        let (c, i) = self.arena.chunk_rows.split(row);
+        Some((self.chunks.get(c)?, i))
     }
 
     /// Hands out rows `next..next + n` (allocating chunks) and returns `next`.
@@ -207,7 +207,7 @@ impl ArenaCursor {
             .checked_add(n)
             .filter(|&end| end <= MAX_ROWS)
             .ok_or(Error::TooManyRows { limit: MAX_ROWS })?;
-        let (chunk_rows, dim) = (self.arena.chunk_rows, self.arena.dim);
+        let (chunk_rows, dim) = (self.arena.chunk_rows.rows, self.arena.dim);
         while self.chunks.len() * chunk_rows < end {
             let chunk = Arc::new(Chunk::new(chunk_rows, dim, self.arena.codes));
             let mut shared = self.arena.chunks.write().unwrap_or_else(PoisonError::into_inner);

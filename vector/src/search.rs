@@ -262,9 +262,10 @@ impl CacheView {
         // With no filter to check, every visible row counts towards the k
         // nearest, so the codes can rule rows out before their vectors are
         // read; the survivors are visible and already counted.
+        // Codes bound rows only when there are enough of them to pay.
+        let bounded = rows.len() > k.get().max(PRUNE_MIN_ROWS) && self.snap.has_codes();
         let survivors: Vec<RowId>;
-        let prune = lazy.is_none() && rows.len() > k.get().max(PRUNE_MIN_ROWS) && self.snap.has_codes();
-        let (rows, check, counted) = if prune {
+        let (rows, check, counted) = if bounded && lazy.is_none() {
             survivors = self.prune(query, k.get(), &rows, check, &mut stats);
             (&survivors[..], false, true)
         } else {
@@ -274,8 +275,7 @@ impl CacheView {
         // k, so no cap comes from bounds alone; but once the heap is full,
         // its bound caps what can enter, and a row whose code puts it
         // beyond that is skipped unread and unchecked.
-        let live = (lazy.is_some() && rows.len() > k.get().max(PRUNE_MIN_ROWS) && self.snap.has_codes())
-            .then(|| QueryCode::new(self.metric(), query));
+        let live = (bounded && lazy.is_some()).then(|| QueryCode::new(self.metric(), query));
         let mut cap = live.as_ref().map(Cap::new);
         let full = Cell::new(false);
         // Rows are scattered: each one's vector (or, once the heap is full

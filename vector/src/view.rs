@@ -46,16 +46,16 @@ impl CacheView {
         }
     }
 
-    /// Whether every row the snapshot spans is visible at this view's
-    /// version, so searches may skip the per-row version check (and its two
-    /// cache lines). The visible rows are some of the snapshot's (a commit
-    /// publishes its rows before its version can be read), so as many means
-    /// all of them.
     /// Whether the rows keep codes ([`CacheConfig::codes`](crate::CacheConfig::codes)).
     pub fn has_codes(&self) -> bool {
         self.snap.has_codes()
     }
 
+    /// Whether every row the snapshot spans is visible at this view's
+    /// version, so searches may skip the per-row version check (and its two
+    /// cache lines). The visible rows are some of the snapshot's (a commit
+    /// publishes its rows before its version can be read), so as many means
+    /// all of them.
     pub(crate) fn all_visible(&self) -> bool {
         self.visible == self.snap.rows()
     }
