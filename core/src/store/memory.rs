@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
+use rayon::prelude::*;
 
 use super::{
     check_cf_name, Batch, Direction, EntryIter, KeyRange, Op, Snapshot, Store, WriteGuard, WriterGate,
@@ -201,17 +202,22 @@ impl Store for MemoryStore {
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64> {
         let _publish = self.lock_publish();
         let mut state = State::clone(&self.state.load());
-        // The ops come grouped by column family: its table is looked up
-        // once per run.
-        let mut ops = batch.ops.into_iter().peekable();
-        while let Some((cf, op)) = ops.next() {
+        for (cf, ops) in batch.ops {
             let table = state
                 .tables
                 .get_mut(&cf)
                 .ok_or_else(|| Error::UnknownColumnFamily { name: cf.clone() })?;
-            apply_op(table, op);
-            while let Some((_, op)) = ops.next_if(|(next, _)| *next == cf) {
-                apply_op(table, op);
+            // A put's key and value are copied into the table's forms
+            // before the tree is touched: in parallel for a long run.
+            if ops.len() >= PARALLEL_OPS {
+                let ops: Vec<TableOp> = ops.into_par_iter().map(TableOp::from).collect();
+                for op in ops {
+                    apply_op(table, op);
+                }
+            } else {
+                for op in ops {
+                    apply_op(table, TableOp::from(op));
+                }
             }
         }
         state.version += 1;
@@ -222,8 +228,34 @@ impl Store for MemoryStore {
     }
 }
 
+/// Fewest ops on one table whose keys and values [`MemoryStore::apply`]
+/// converts in parallel.
+const PARALLEL_OPS: usize = 4096;
+
+/// An [`Op`], a put's key and value in the table's forms.
+enum TableOp {
+    Put(Key, Bytes),
+    Other(Op),
+}
+
+impl From<Op> for TableOp {
+    fn from(op: Op) -> Self {
+        match op {
+            Op::Put { key, value } => TableOp::Put(Key::new(key), value.into()),
+            op => TableOp::Other(op),
+        }
+    }
+}
+
 /// Applies one op to a table.
-fn apply_op(table: &mut Table, op: Op) {
+fn apply_op(table: &mut Table, op: TableOp) {
+    let op = match op {
+        TableOp::Put(key, value) => {
+            table.insert(key, value);
+            return;
+        }
+        TableOp::Other(op) => op,
+    };
     match op {
         Op::Put { key, value } => {
             table.insert(Key::new(key), value.into());

@@ -88,14 +88,14 @@ pub enum Op {
 /// The changes of one commit: per column family, operations applied in order.
 #[derive(Debug, Default, Clone)]
 pub struct Batch {
-    /// `(column family, op)` in application order.
-    pub ops: Vec<(String, Op)>,
+    /// `(column family, its ops)` in application order.
+    pub ops: Vec<(String, Vec<Op>)>,
 }
 
 impl Batch {
     /// Whether the batch changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.ops.iter().all(|(_, ops)| ops.is_empty())
     }
 }
 

@@ -10,8 +10,14 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::iter::Peekable;
 
+use rayon::slice::ParallelSliceMut;
+
 use super::{Batch, Direction, Entry, EntryIter, KeyRange, Op, Snapshot, Store};
 use crate::{Error, Result};
+
+/// Fewest entries [`WriteTxn::put_many`] sorts and builds into a tree in
+/// one pass rather than inserting one at a time.
+const BULK_MIN_ENTRIES: usize = 64;
 
 /// The buffered changes to one column family.
 ///
@@ -95,6 +101,38 @@ impl<'a> WriteTxn<'a> {
         self.changes_mut(cf)?
             .writes
             .insert(key.into(), Some(value.into()));
+        Ok(())
+    }
+
+    /// Sets every `(key, value)` of `entries` in `cf`, in order (a later
+    /// value for a key wins), as that many [`put`](Self::put)s would.
+    ///
+    /// A large run of entries is sorted and built into a tree in one pass,
+    /// then merged with the writes already buffered, instead of descending
+    /// the tree once per entry: this is what makes a bulk insert's writes
+    /// cheap.
+    pub fn put_many(&mut self, cf: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        let writes = &mut self.changes_mut(cf)?.writes;
+        // Merging rebuilds the buffered tree too (`append` is linear in both
+        // sizes), so a short run among many buffered writes goes one by one.
+        if entries.len() < BULK_MIN_ENTRIES || entries.len() < writes.len() / 8 {
+            for (key, value) in entries {
+                writes.insert(key, Some(value));
+            }
+            return Ok(());
+        }
+        let mut entries: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+            entries.into_iter().map(|(k, v)| (k, Some(v))).collect();
+        // Stable, so of two entries with one key the later stays last, and
+        // the tree built from sorted entries keeps the last of equal keys.
+        entries.par_sort_by(|a, b| a.0.cmp(&b.0));
+        let mut run: BTreeMap<Vec<u8>, Option<Vec<u8>>> = entries.into_iter().collect();
+        if writes.is_empty() {
+            *writes = run;
+        } else {
+            // `append` keeps `run`'s value for a key in both.
+            writes.append(&mut run);
+        }
         Ok(())
     }
 
@@ -185,20 +223,16 @@ impl<'a> WriteTxn<'a> {
         }
         let mut batch = Batch::default();
         for (cf, changes) in std::mem::take(&mut self.changes) {
-            for r in changes.ranges {
-                let op = Op::DeleteRange {
-                    start: r.start.unwrap_or_default(),
-                    end: r.end,
-                };
-                batch.ops.push((cf.clone(), op));
-            }
-            for (key, value) in changes.writes {
-                let op = match value {
-                    Some(value) => Op::Put { key, value },
-                    None => Op::Delete { key },
-                };
-                batch.ops.push((cf.clone(), op));
-            }
+            let mut ops = Vec::with_capacity(changes.ranges.len() + changes.writes.len());
+            ops.extend(changes.ranges.into_iter().map(|r| Op::DeleteRange {
+                start: r.start.unwrap_or_default(),
+                end: r.end,
+            }));
+            ops.extend(changes.writes.into_iter().map(|(key, value)| match value {
+                Some(value) => Op::Put { key, value },
+                None => Op::Delete { key },
+            }));
+            batch.ops.push((cf, ops));
         }
         self.store.apply(batch, &mut before_publish)
     }

@@ -179,25 +179,27 @@ impl RocksStore {
 
     fn write_batch(&self, batch: Batch) -> Result<()> {
         let mut wb = WriteBatch::default();
-        for (cf_name, op) in &batch.ops {
+        for (cf_name, ops) in &batch.ops {
             let cf = self.cf(cf_name)?;
-            match op {
-                Op::Put { key, value } => wb.put_cf(&cf, key, value),
-                Op::Delete { key } => wb.delete_cf(&cf, key),
-                Op::DeleteRange { start, end } => {
-                    let end = match end {
-                        Some(end) => end.clone(),
-                        None => match last_key(&self.db, &cf)? {
-                            // One past the last key: the smallest key above it.
-                            Some(mut last) => {
-                                last.push(0);
-                                last
-                            }
-                            None => continue,
-                        },
-                    };
-                    if start.as_slice() < end.as_slice() {
-                        wb.delete_range_cf(&cf, start, &end);
+            for op in ops {
+                match op {
+                    Op::Put { key, value } => wb.put_cf(&cf, key, value),
+                    Op::Delete { key } => wb.delete_cf(&cf, key),
+                    Op::DeleteRange { start, end } => {
+                        let end = match end {
+                            Some(end) => end.clone(),
+                            None => match last_key(&self.db, &cf)? {
+                                // One past the last key: the smallest key above it.
+                                Some(mut last) => {
+                                    last.push(0);
+                                    last
+                                }
+                                None => continue,
+                            },
+                        };
+                        if start.as_slice() < end.as_slice() {
+                            wb.delete_range_cf(&cf, start, &end);
+                        }
                     }
                 }
             }

@@ -80,9 +80,16 @@ impl Store for TornCommits {
     }
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64> {
         let mut version = 0;
-        for op in batch.ops {
-            version = self.0.apply(Batch { ops: vec![op] }, before_publish)?;
-            std::thread::yield_now();
+        for (cf, ops) in batch.ops {
+            for op in ops {
+                version = self.0.apply(
+                    Batch {
+                        ops: vec![(cf.clone(), vec![op])],
+                    },
+                    before_publish,
+                )?;
+                std::thread::yield_now();
+            }
         }
         Ok(version)
     }
