@@ -13,19 +13,21 @@ use crate::{Error, Result};
 
 /// The index keys that document `doc` (with key parts `part`, `id`) has in the
 /// index on `field`: one per distinct value at the path (each array element;
-/// `null` where the field is missing).
-pub(crate) fn entries(part: &[u8], field: &str, id: &[u8], doc: &RawDocument) -> Result<BTreeSet<Vec<u8>>> {
+/// `null` where the field is missing), sorted.
+pub(crate) fn entries(part: &[u8], field: &str, id: &[u8], doc: &RawDocument) -> Result<Vec<Vec<u8>>> {
     let path = FieldPath::parse(field).map_err(|e| Error::InvalidConfig {
         collection: String::new(),
         reason: e.to_string(),
     })?;
-    let mut out = BTreeSet::new();
+    let mut out = Vec::new();
     let mut value = Vec::new();
     for v in index_values(doc, &path) {
         value.clear();
         encode_value(v, &mut value);
-        out.insert(keys::index_key(part, field, &value, id));
+        out.push(keys::index_key(part, field, &value, id));
     }
+    out.sort_unstable();
+    out.dedup();
     Ok(out)
 }
 

@@ -5,7 +5,7 @@
 //! operation that fails leaves the transaction as it was; dropping the
 //! transaction discards all of it.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::mem;
 
 use bson::oid::ObjectId;
@@ -46,9 +46,18 @@ impl std::fmt::Debug for WriteTxn<'_> {
     }
 }
 
+/// `doc`'s `_id`, found without hashing when it comes first (as it does in
+/// every document Slate stores, and in most it is handed).
+fn id_of(doc: &Document) -> Option<&Bson> {
+    match doc.iter().next() {
+        Some((key, id)) if key == "_id" => Some(id),
+        _ => doc.get("_id"),
+    }
+}
+
 /// `doc`'s `_id`, and `doc` with one: a new ObjectId first when it has none.
 fn with_id(doc: Document) -> (Bson, Document) {
-    if let Some(id) = doc.get("_id") {
+    if let Some(id) = id_of(&doc) {
         return (id.clone(), doc);
     }
     let id = Bson::ObjectId(ObjectId::new());
@@ -58,13 +67,41 @@ fn with_id(doc: Document) -> (Bson, Document) {
     (id, with_id)
 }
 
+/// The keys of sorted `keys` that sorted `others` lacks.
+fn missing_from<'k>(keys: &'k [Vec<u8>], others: &'k [Vec<u8>]) -> impl Iterator<Item = &'k Vec<u8>> {
+    keys.iter().filter(|k| others.binary_search(k).is_err())
+}
+
+/// The position of the first of `batch` whose partition and id an earlier
+/// one has, if any: where a loop of single inserts would meet `DuplicateId`.
+fn first_repeat(batch: &[Prepared]) -> Option<usize> {
+    let key = |i: usize| batch[i].doc_key.as_slice();
+    // Ids usually come ascending (generated ObjectIds always do): then
+    // none repeats, and one pass shows it.
+    if (1..batch.len()).into_par_iter().all(|i| key(i - 1) < key(i)) {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..batch.len()).collect();
+    // Stable: within a run of one id the positions ascend, so each pair's
+    // second is a repeat.
+    order.par_sort_by(|&a, &b| key(a).cmp(key(b)));
+    order
+        .windows(2)
+        .filter(|pair| key(pair[0]) == key(pair[1]))
+        .map(|pair| pair[1])
+        .min()
+}
+
 /// A document ready to be written: validated, encoded, its entries computed.
 struct Prepared {
     id: Bson,
     part: Vec<u8>,
     id_enc: Vec<u8>,
+    /// `part` and `id_enc` as the document's key.
+    doc_key: Vec<u8>,
     bytes: Vec<u8>,
-    index_keys: BTreeSet<Vec<u8>>,
+    /// Sorted, each once.
+    index_keys: Vec<Vec<u8>>,
     vectors: Vec<(String, Vec<f32>)>,
     /// Indexed fields at which this document holds an array.
     multikey: Vec<String>,
@@ -157,7 +194,7 @@ impl<'db> WriteTxn<'db> {
             });
         }
         let raw = RawDocument::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: e.to_string() })?;
-        let mut index_keys = BTreeSet::new();
+        let mut index_keys = Vec::new();
         let mut multikey = Vec::new();
         for field in &config.indexes {
             index_keys.extend(entries(&part, field, &id_enc, raw)?);
@@ -165,8 +202,11 @@ impl<'db> WriteTxn<'db> {
                 multikey.push(field.clone());
             }
         }
+        // Entries of different fields differ, but sort by field name.
+        index_keys.sort_unstable();
         Ok(Prepared {
             id,
+            doc_key: keys::doc_key(&part, &id_enc),
             part,
             id_enc,
             bytes,
@@ -178,9 +218,26 @@ impl<'db> WriteTxn<'db> {
 
     /// Writes `p`'s document, entries and vectors over `old`'s (`None`: a
     /// new document); `p`'s bytes move into the transaction.
-    fn write(&mut self, config: &CollectionConfig, mut p: Prepared, old: Option<&Prepared>) -> Result<()> {
+    fn write(&mut self, config: &CollectionConfig, p: Prepared, old: Option<&Prepared>) -> Result<()> {
         let cf = collection_cf(&config.name);
-        let dk = keys::doc_key(&p.part, &p.id_enc);
+        let mut puts = Vec::new();
+        self.write_into(config, &cf, p, old, &mut puts)?;
+        self.txn.put_many(&cf, puts)
+    }
+
+    /// [`write`](Self::write), except that the puts of the document, its
+    /// new index entries and its vectors in the collection's column family
+    /// are pushed to `puts` for the caller to hand to the transaction, many
+    /// documents' at once. Nothing this writes reads them back.
+    fn write_into(
+        &mut self,
+        config: &CollectionConfig,
+        cf: &str,
+        mut p: Prepared,
+        old: Option<&Prepared>,
+        puts: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<()> {
+        let dk = mem::take(&mut p.doc_key);
         // Each vector row is tagged with the document's index entries minus
         // the id (`{part}i:{field}\0{value}`), so a search finds a filter's
         // rows without the index; built once, for every vector field, and
@@ -197,37 +254,36 @@ impl<'db> WriteTxn<'db> {
             // A new document: its entries move into the transaction.
             None => {
                 for k in mem::take(&mut p.index_keys) {
-                    self.txn.put(&cf, k, p.id_enc.clone())?;
+                    puts.push((k, p.id_enc.clone()));
                 }
             }
             Some(old) => {
-                for k in old.index_keys.difference(&p.index_keys) {
-                    self.txn.delete(&cf, k.clone())?;
+                for k in missing_from(&old.index_keys, &p.index_keys) {
+                    self.txn.delete(cf, k.clone())?;
                 }
-                for k in p.index_keys.difference(&old.index_keys) {
-                    self.txn.put(&cf, k.clone(), p.id_enc.clone())?;
+                for k in missing_from(&p.index_keys, &old.index_keys) {
+                    puts.push((k.clone(), p.id_enc.clone()));
                 }
             }
         }
-        self.txn.put(&cf, dk.clone(), mem::take(&mut p.bytes))?;
         if matches!(p.id, Bson::Int32(_)) && !self.int32_marked.contains(&config.name) {
             let marker = keys::exact_ids_key();
-            if self.txn.get(&cf, &marker)?.is_some() {
-                self.txn.delete(&cf, marker)?;
+            if self.txn.get(cf, &marker)?.is_some() {
+                self.txn.delete(cf, marker)?;
             }
             self.int32_marked.insert(config.name.clone());
         }
         for field in &p.multikey {
             let mk = keys::multikey_key(field);
-            if self.txn.get(&cf, &mk)?.is_none() {
-                self.txn.put(&cf, mk, Vec::new())?;
+            if self.txn.get(cf, &mk)?.is_none() {
+                self.txn.put(cf, mk, Vec::new())?;
             }
         }
         for vf in &config.vectors {
             let vk = keys::vector_key(&p.part, &vf.field, &p.id_enc);
             match (p.vectors.iter().find(|(f, _)| *f == vf.field), &tags) {
                 (Some((_, v)), Some(tags)) => {
-                    self.txn.put(&cf, vk, f32s_to_le(v))?;
+                    puts.push((vk, f32s_to_le(v)));
                     self.vector_ops.push((
                         config.name.clone(),
                         vf.field.clone(),
@@ -236,7 +292,7 @@ impl<'db> WriteTxn<'db> {
                 }
                 _ => {
                     if old.is_some_and(|o| o.vectors.iter().any(|(f, _)| *f == vf.field)) {
-                        self.txn.delete(&cf, vk)?;
+                        self.txn.delete(cf, vk)?;
                         self.vector_ops.push((
                             config.name.clone(),
                             vf.field.clone(),
@@ -246,6 +302,7 @@ impl<'db> WriteTxn<'db> {
                 }
             }
         }
+        puts.push((dk, mem::take(&mut p.bytes)));
         Ok(())
     }
 
@@ -282,7 +339,7 @@ impl<'db> WriteTxn<'db> {
     ///
     /// Encoding the documents and computing their index entries needs only
     /// the collection's config, so it runs in parallel (rayon) before the
-    /// writes, which go in one at a time.
+    /// writes, which reach the transaction as one sorted run.
     pub fn insert_many_within(
         &mut self,
         collection: &str,
@@ -290,27 +347,56 @@ impl<'db> WriteTxn<'db> {
         docs: Vec<Document>,
     ) -> Result<Vec<Bson>> {
         let config = self.config(collection)?;
+        let mut docs = docs;
         // Ids are generated here, in order, so that generated ObjectIds
-        // ascend as the documents do.
-        let docs: Vec<Document> = docs.into_iter().map(|doc| with_id(doc).1).collect();
+        // ascend as the documents do; a document that has one is not
+        // touched.
+        let missing: Vec<usize> = docs
+            .par_iter()
+            .enumerate()
+            .filter(|(_, doc)| id_of(doc).is_none())
+            .map(|(i, _)| i)
+            .collect();
+        for i in missing {
+            docs[i] = with_id(mem::take(&mut docs[i])).1;
+        }
         let prepared: Vec<Result<Prepared>> = docs
             .into_par_iter()
             .map(|doc| Self::prepare(&config, doc))
             .collect();
+        // The documents before the first that failed to prepare, whose
+        // error comes after theirs.
         let mut batch = Vec::with_capacity(prepared.len());
-        let mut seen = HashSet::with_capacity(prepared.len());
+        let mut failed = None;
         for p in prepared {
-            let p = p?;
-            self.check_insert(&config, parts, &p)?;
-            if !seen.insert((p.part.clone(), p.id_enc.clone())) {
-                return Err(Error::DuplicateId {
-                    collection: collection.to_owned(),
-                    id: show(&p.id),
-                });
+            match p {
+                Ok(p) => batch.push(p),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
-            batch.push(p);
         }
-        drop(seen);
+        let repeat = first_repeat(&batch);
+        let this = &*self;
+        let refused = batch[..repeat.unwrap_or(batch.len())]
+            .par_iter()
+            .map(|p| this.check_insert(&config, parts, p))
+            .find_first(Result::is_err);
+        if let Some(Err(e)) = refused {
+            return Err(e);
+        }
+        if let Some(i) = repeat {
+            // Its partition is checked first, as a single insert would.
+            self.check_insert(&config, parts, &batch[i])?;
+            return Err(Error::DuplicateId {
+                collection: collection.to_owned(),
+                id: show(&batch[i].id),
+            });
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
         // Counts bumped once per run of one partition, not per document.
         let mut start = 0;
         while start < batch.len() {
@@ -319,11 +405,14 @@ impl<'db> WriteTxn<'db> {
             self.bump_count(&config.name, part, run as i64);
             start += run;
         }
+        let cf = collection_cf(&config.name);
         let mut ids = Vec::with_capacity(batch.len());
+        let mut puts = Vec::with_capacity(batch.len() * (1 + config.indexes.len() + config.vectors.len()));
         for p in batch {
             ids.push(p.id.clone());
-            self.write(&config, p, None)?;
+            self.write_into(&config, &cf, p, None, &mut puts)?;
         }
+        self.txn.put_many(&cf, puts)?;
         Ok(ids)
     }
 
@@ -341,7 +430,7 @@ impl<'db> WriteTxn<'db> {
             }
         }
         let cf = collection_cf(collection);
-        if self.txn.get(&cf, &keys::doc_key(&p.part, &p.id_enc))?.is_some() {
+        if self.txn.get(&cf, &p.doc_key)?.is_some() {
             return Err(Error::DuplicateId {
                 collection: collection.to_owned(),
                 id: show(&p.id),
@@ -375,10 +464,11 @@ impl<'db> WriteTxn<'db> {
             return Ok(None);
         };
         let raw = RawDocument::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: e.to_string() })?;
-        let mut index_keys = BTreeSet::new();
+        let mut index_keys = Vec::new();
         for field in &config.indexes {
             index_keys.extend(entries(part, field, id_enc, raw)?);
         }
+        index_keys.sort_unstable();
         let mut vectors = Vec::new();
         for vf in &config.vectors {
             if let Some(v) = self.txn.get(&cf, &keys::vector_key(part, &vf.field, id_enc))? {
@@ -393,6 +483,7 @@ impl<'db> WriteTxn<'db> {
             .unwrap_or(Bson::Null);
         Ok(Some(Prepared {
             id,
+            doc_key: keys::doc_key(part, id_enc),
             part: part.to_vec(),
             id_enc: id_enc.to_vec(),
             bytes: bytes.into_owned(),
@@ -539,9 +630,7 @@ impl<'db> WriteTxn<'db> {
         if multikey {
             self.txn.put(&cf, keys::multikey_key(field), Vec::new())?;
         }
-        for (k, id) in new_entries {
-            self.txn.put(&cf, k, id)?;
-        }
+        self.txn.put_many(&cf, new_entries)?;
         self.save_config(config)
     }
 

@@ -372,3 +372,109 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn insert_many_fails_with_the_error_a_loop_of_single_inserts_meets_first() {
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("c").index("k"))
+            .expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        txn.insert("c", doc! { "_id": 100, "k": 0 }).expect("insert");
+        let ids = |ids: &[Bson]| -> Vec<Document> {
+            ids.iter().map(|id| doc! { "_id": id.clone(), "k": 1 }).collect()
+        };
+        let cases: Vec<(Vec<Document>, &str)> = vec![
+            // Unsorted ids: 3 repeats at position 3, before 9 repeats at 5.
+            (
+                ids(&[5.into(), 3.into(), 9.into(), 3i64.into(), 7.into(), 9.into()]),
+                "duplicate _id 3",
+            ),
+            // A bad id at position 2 comes before the repeat at position 3.
+            (ids(&[1.into(), 2.into(), Bson::Array(vec![]), 1.into()]), "_id"),
+            // The id taken by the transaction's own earlier write, at 1,
+            // before a repeat inside the batch at 3.
+            (
+                ids(&[1.into(), 100.into(), 2.into(), 1.into()]),
+                "duplicate _id 100",
+            ),
+        ];
+        for (batch, expected) in cases {
+            let err = txn.insert_many_within("c", None, batch).expect_err("refused");
+            let message = err.to_string();
+            assert!(message.contains(expected), "{message:?} lacks {expected:?}");
+            if expected == "_id" {
+                assert!(matches!(err, Error::InvalidId { .. }), "{err:?}");
+            } else {
+                assert!(matches!(err, Error::DuplicateId { .. }), "{err:?}");
+            }
+        }
+        for id in [1, 2, 3, 5, 7, 9] {
+            assert_eq!(
+                txn.get("c", &Part::none(), &id.into()).expect("get"),
+                None,
+                "{id} written"
+            );
+        }
+        txn.commit().expect("commit");
+        assert_eq!(
+            db.read()
+                .collection("c")
+                .expect("c")
+                .count(&Part::none())
+                .expect("count"),
+            1
+        );
+        integrity(&db, "c");
+    }
+}
+
+#[test]
+fn a_bulk_insert_merges_with_the_transactions_earlier_writes() {
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("c").index("k"))
+            .expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        // Odd ids one at a time, then the even ids (a run long enough to be
+        // sorted and merged as one) around them, in descending order.
+        for id in (1..400).step_by(2) {
+            txn.insert("c", doc! { "_id": id, "k": id % 7 }).expect("insert");
+        }
+        txn.delete("c", &Part::none(), &Bson::Int32(3)).expect("delete");
+        let evens: Vec<Document> = (0..400)
+            .step_by(2)
+            .rev()
+            .map(|id| doc! { "_id": id, "k": id % 7 })
+            .collect();
+        txn.insert_many_within("c", None, evens).expect("insert_many");
+        // The deleted id comes back in a bulk insert, and a replaced
+        // document keeps its new version.
+        txn.insert_many_within(
+            "c",
+            None,
+            (0..100)
+                .map(|i| doc! { "_id": 1000 + i, "k": 0 })
+                .chain([doc! { "_id": 3, "k": 100 }])
+                .collect(),
+        )
+        .expect("insert_many");
+        txn.replace("c", &Part::none(), &Bson::Int32(4), doc! { "_id": 4, "k": 200 })
+            .expect("replace");
+        for id in 0..400 {
+            let got = txn
+                .get("c", &Part::none(), &Bson::Int32(id))
+                .expect("get")
+                .expect("present");
+            let k = match id {
+                3 => 100,
+                4 => 200,
+                _ => id % 7,
+            };
+            assert_eq!(got.get_i32("k").expect("k"), k, "{id}");
+        }
+        txn.commit().expect("commit");
+        let read = db.read();
+        let c = read.collection("c").expect("c");
+        assert_eq!(c.count(&Part::none()).expect("count"), 500);
+        integrity(&db, "c");
+    }
+}
