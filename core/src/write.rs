@@ -178,7 +178,7 @@ impl<'db> WriteTxn<'db> {
                 vectors.push((vf.field.clone(), v));
             }
         }
-        let bytes = bson::to_vec(&doc).map_err(|e| Error::InvalidDocument {
+        let bytes = crate::value::to_bytes(&doc).map_err(|e| Error::InvalidDocument {
             collection: collection.clone(),
             id: shown(),
             reason: e.to_string(),

@@ -9,6 +9,8 @@
 //! - [`visit_path`] / [`lookup_path`] / [`index_values`]: the values at a dot path, with
 //!   MongoDB's array expansion; shared by index maintenance, sort keys and the filter language.
 //!
+//! - [`to_bytes`]: `bson::Document` to raw bytes, the same as `bson::to_vec`, directly for the
+//!   common value types.
 //! - [`Materializer`]: raw bytes to `bson::Document`, reusing the field layout of the previous
 //!   document (the one place documents are materialised).
 //!
@@ -24,6 +26,7 @@ mod materialize;
 mod order;
 mod path;
 mod project;
+mod serialize;
 #[cfg(test)]
 mod tests;
 
@@ -33,6 +36,7 @@ pub use materialize::{to_bson, Materializer, RawResult};
 pub use order::{bracket, compare, TypeBracket};
 pub use path::{index_values, lookup_path, visit_path, FieldPath, LeafArrays, PathValue};
 pub(crate) use project::{pick_top_level, project_path};
+pub use serialize::to_bytes;
 
 /// Errors of the value layer: bad `_id` types, undecodable key bytes, bad field paths.
 #[derive(Debug, thiserror::Error)]

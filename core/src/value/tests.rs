@@ -630,3 +630,53 @@ fn from_raw_is_not_human_readable_on_its_fallback_path_either() {
     assert!(bson::from_slice::<Doc>(raw.as_bytes()).is_err());
     assert!(from_raw::<Doc>(raw.as_bytes()).is_err());
 }
+
+/// Values of the types `to_bytes` writes itself, nested.
+fn direct_value() -> impl Strategy<Value = Bson> {
+    let scalar = prop_oneof![
+        Just(Bson::Null),
+        any::<bool>().prop_map(Bson::Boolean),
+        any::<i32>().prop_map(Bson::Int32),
+        int64().prop_map(Bson::Int64),
+        double().prop_map(Bson::Double),
+        text().prop_map(Bson::String),
+        (0u8..3).prop_map(|b| Bson::ObjectId(ObjectId::from_bytes([b; 12]))),
+        any::<i64>().prop_map(|m| Bson::DateTime(DateTime::from_millis(m))),
+    ];
+    scalar.prop_recursive(3, 24, 12, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..12).prop_map(Bson::Array),
+            prop::collection::vec((prop::sample::select(vec!["", "a", "b", "é"]), inner), 0..4)
+                .prop_map(|kv| Bson::Document(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    #[test]
+    fn to_bytes_writes_what_bson_writes(
+        fields in prop::collection::vec(
+            (prop::sample::select(vec!["_id", "a", "", "a\0b", "ü"]), prop_oneof![3 => direct_value(), 1 => value()]),
+            0..6,
+        )
+    ) {
+        let doc: bson::Document = fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        match (to_bytes(&doc), bson::to_vec(&doc)) {
+            (Ok(got), Ok(want)) => prop_assert_eq!(got, want, "{:?}", doc),
+            (Err(_), Err(_)) => {}
+            (got, want) => prop_assert!(false, "{:?}: {:?} against bson's {:?}", doc, got, want),
+        }
+    }
+
+    #[test]
+    fn to_bytes_writes_the_common_types_itself(
+        fields in prop::collection::vec((prop::sample::select(vec!["_id", "a", "", "ü"]), direct_value()), 0..6)
+    ) {
+        let doc: bson::Document = fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        let mut out = Vec::new();
+        prop_assert!(super::serialize::write_document(&doc, &mut out).is_some(), "{:?}", doc);
+        prop_assert_eq!(out, bson::to_vec(&doc).expect("valid"));
+    }
+}
