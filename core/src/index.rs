@@ -15,30 +15,47 @@ use crate::{Error, Result};
 /// index on `field`: one per distinct value at the path (each array element;
 /// `null` where the field is missing), sorted.
 pub(crate) fn entries(part: &[u8], field: &str, id: &[u8], doc: &RawDocument) -> Result<Vec<Vec<u8>>> {
-    let path = FieldPath::parse(field).map_err(|e| Error::InvalidConfig {
+    Ok(entries_at(part, field, &index_path(field)?, id, doc))
+}
+
+/// `field` parsed as the path its index reads.
+pub(crate) fn index_path(field: &str) -> Result<FieldPath> {
+    FieldPath::parse(field).map_err(|e| Error::InvalidConfig {
         collection: String::new(),
         reason: e.to_string(),
-    })?;
+    })
+}
+
+/// [`entries`] with `field` already parsed into `path`.
+pub(crate) fn entries_at(
+    part: &[u8],
+    field: &str,
+    path: &FieldPath,
+    id: &[u8],
+    doc: &RawDocument,
+) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut value = Vec::new();
-    for v in index_values(doc, &path) {
+    for v in index_values(doc, path) {
         value.clear();
         encode_value(v, &mut value);
         out.push(keys::index_key(part, field, &value, id));
     }
     out.sort_unstable();
     out.dedup();
-    Ok(out)
+    out
 }
 
 /// Whether `doc` holds an array on the way to, or at, `field`: then an index
 /// on `field` may hold several entries for it, and range bounds on the field
 /// must not be intersected into one scan.
 pub(crate) fn is_multikey(doc: &RawDocument, field: &str) -> bool {
-    let Ok(path) = FieldPath::parse(field) else {
-        return false;
-    };
-    let values = lookup_path(doc, &path, LeafArrays::Whole);
+    FieldPath::parse(field).is_ok_and(|path| is_multikey_at(doc, &path))
+}
+
+/// [`is_multikey`] with the field already parsed into `path`.
+pub(crate) fn is_multikey_at(doc: &RawDocument, path: &FieldPath) -> bool {
+    let values = lookup_path(doc, path, LeafArrays::Whole);
     values.len() > 1
         || values
             .iter()

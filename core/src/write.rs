@@ -13,16 +13,19 @@ use bson::{Bson, Document, RawDocument};
 use rayon::prelude::*;
 
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
-use crate::index::entries;
+use crate::index::{entries, entries_at, index_path, is_multikey_at};
 use crate::keys;
 use crate::read::{
     decode_doc_key, read_collection, read_config, read_count, split_doc_key, CollectionRead, Part, SnapRef,
 };
 use crate::store::{self, Direction};
-use crate::value::encode_id;
+use crate::value::{encode_id, FieldPath};
 use crate::vectors::{extract_vector, f32s_to_le, VectorOp};
 use crate::{Database, Error, Result};
 use slate_vector::RowTags;
+
+/// Fewest documents whose remains `insert_many` frees on another thread.
+const BACKGROUND_DROP_DOCS: usize = 1024;
 
 /// Largest stored document, as in MongoDB.
 pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
@@ -44,6 +47,11 @@ impl std::fmt::Debug for WriteTxn<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WriteTxn").field("txn", &self.txn).finish()
     }
+}
+
+/// The paths of `config`'s indexes, in its order.
+fn index_paths(config: &CollectionConfig) -> Result<Vec<FieldPath>> {
+    config.indexes.iter().map(|field| index_path(field)).collect()
 }
 
 /// `doc`'s `_id`, found without hashing when it comes first (as it does in
@@ -72,16 +80,16 @@ fn missing_from<'k>(keys: &'k [Vec<u8>], others: &'k [Vec<u8>]) -> impl Iterator
     keys.iter().filter(|k| others.binary_search(k).is_err())
 }
 
-/// The position of the first of `batch` whose partition and id an earlier
-/// one has, if any: where a loop of single inserts would meet `DuplicateId`.
-fn first_repeat(batch: &[Prepared]) -> Option<usize> {
-    let key = |i: usize| batch[i].doc_key.as_slice();
+/// The position of the first of `len` documents, each known by its
+/// `key(i)`, whose key an earlier one has, if any: where a loop of single
+/// inserts would meet `DuplicateId`.
+fn first_repeat<'a>(len: usize, key: impl Fn(usize) -> &'a [u8] + Sync) -> Option<usize> {
     // Ids usually come ascending (generated ObjectIds always do): then
     // none repeats, and one pass shows it.
-    if (1..batch.len()).into_par_iter().all(|i| key(i - 1) < key(i)) {
+    if (1..len).into_par_iter().all(|i| key(i - 1) < key(i)) {
         return None;
     }
-    let mut order: Vec<usize> = (0..batch.len()).collect();
+    let mut order: Vec<usize> = (0..len).collect();
     // Stable: within a run of one id the positions ascend, so each pair's
     // second is a repeat.
     order.par_sort_by(|&a, &b| key(a).cmp(key(b)));
@@ -140,8 +148,18 @@ impl<'db> WriteTxn<'db> {
         ))
     }
 
-    fn prepare(config: &CollectionConfig, doc: Document) -> Result<Prepared> {
-        let (id, mut doc) = with_id(doc);
+    fn prepare(config: &CollectionConfig, mut doc: Document) -> Result<Prepared> {
+        Self::prepare_in(config, &index_paths(config)?, &mut doc)
+    }
+
+    /// [`prepare`](Self::prepare) with the config's index paths parsed, of
+    /// `doc` borrowed: it gets an `_id` if it has none and loses its vector
+    /// fields, and its caller drops it.
+    fn prepare_in(config: &CollectionConfig, paths: &[FieldPath], doc: &mut Document) -> Result<Prepared> {
+        if id_of(doc).is_none() {
+            *doc = with_id(mem::take(doc)).1;
+        }
+        let id = id_of(doc).cloned().expect("given one above");
         let collection = &config.name;
         let id_enc = encode_id(&id).map_err(|e| Error::InvalidId {
             collection: collection.clone(),
@@ -152,7 +170,7 @@ impl<'db> WriteTxn<'db> {
         let part = match &config.partition_key {
             None => Vec::new(),
             Some(key) => {
-                let value = get_path(&doc, key).ok_or_else(|| Error::InvalidDocument {
+                let value = get_path(doc, key).ok_or_else(|| Error::InvalidDocument {
                     collection: collection.clone(),
                     id: shown(),
                     reason: format!("partition key {key:?} is missing"),
@@ -169,7 +187,7 @@ impl<'db> WriteTxn<'db> {
         };
         let mut vectors = Vec::new();
         for vf in &config.vectors {
-            if let Some(v) = extract_vector(&mut doc, vf).map_err(|reason| Error::InvalidVector {
+            if let Some(v) = extract_vector(doc, vf).map_err(|reason| Error::InvalidVector {
                 collection: collection.clone(),
                 field: vf.field.clone(),
                 id: shown(),
@@ -178,7 +196,7 @@ impl<'db> WriteTxn<'db> {
                 vectors.push((vf.field.clone(), v));
             }
         }
-        let bytes = crate::value::to_bytes(&doc).map_err(|e| Error::InvalidDocument {
+        let bytes = crate::value::to_bytes(doc).map_err(|e| Error::InvalidDocument {
             collection: collection.clone(),
             id: shown(),
             reason: e.to_string(),
@@ -196,9 +214,9 @@ impl<'db> WriteTxn<'db> {
         let raw = RawDocument::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: e.to_string() })?;
         let mut index_keys = Vec::new();
         let mut multikey = Vec::new();
-        for field in &config.indexes {
-            index_keys.extend(entries(&part, field, &id_enc, raw)?);
-            if crate::index::is_multikey(raw, field) {
+        for (field, path) in config.indexes.iter().zip(paths) {
+            index_keys.extend(entries_at(&part, field, path, &id_enc, raw));
+            if is_multikey_at(raw, path) {
                 multikey.push(field.clone());
             }
         }
@@ -360,55 +378,63 @@ impl<'db> WriteTxn<'db> {
         for i in missing {
             docs[i] = with_id(mem::take(&mut docs[i])).1;
         }
-        let prepared: Vec<Result<Prepared>> = docs
-            .into_par_iter()
-            .map(|doc| Self::prepare(&config, doc))
+        let paths = index_paths(&config)?;
+        let mut prepared: Vec<Result<Prepared>> = docs
+            .par_iter_mut()
+            .map(|doc| Self::prepare_in(&config, &paths, doc))
             .collect();
-        // The documents before the first that failed to prepare, whose
-        // error comes after theirs.
-        let mut batch = Vec::with_capacity(prepared.len());
-        let mut failed = None;
-        for p in prepared {
-            match p {
-                Ok(p) => batch.push(p),
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
+        // What is left of the documents is freed beside the writes below,
+        // on a core they leave idle.
+        if docs.len() >= BACKGROUND_DROP_DOCS {
+            rayon::spawn(move || drop(docs));
+        } else {
+            drop(docs);
+        }
+        // The documents before the first that failed to prepare are checked
+        // first: a loop of single inserts would meet their errors before it.
+        let good = prepared.iter().position(Result::is_err).unwrap_or(prepared.len());
+        let refused = {
+            let ok = |i: usize| prepared[i].as_ref().expect("prepared before the first failure");
+            let repeat = first_repeat(good, |i| ok(i).doc_key.as_slice());
+            let this = &*self;
+            let refused = (0..repeat.unwrap_or(good))
+                .into_par_iter()
+                .map(|i| this.check_insert(&config, parts, ok(i)))
+                .find_first(Result::is_err);
+            match (refused, repeat) {
+                (Some(refused), _) => refused,
+                // Its partition is checked first, as a single insert would.
+                (None, Some(i)) => self
+                    .check_insert(&config, parts, ok(i))
+                    .and(Err(Error::DuplicateId {
+                        collection: collection.to_owned(),
+                        id: show(&ok(i).id),
+                    })),
+                (None, None) => Ok(()),
+            }
+        };
+        refused?;
+        if good < prepared.len() {
+            return Err(prepared.swap_remove(good).err().expect("failed to prepare"));
+        }
+        // Every document prepared: no copy of them into a Vec<Prepared>.
+        let part = |i: usize| prepared[i].as_ref().map_or(&[][..], |p| p.part.as_slice());
+        // Counts bumped once per run of one partition, not per document.
+        if config.partition_key.is_none() {
+            self.bump_count(&config.name, &[], good as i64);
+        } else {
+            let mut start = 0;
+            while start < good {
+                let run = (start..good).take_while(|&i| part(i) == part(start)).count();
+                self.bump_count(&config.name, part(start), run as i64);
+                start += run;
             }
         }
-        let repeat = first_repeat(&batch);
-        let this = &*self;
-        let refused = batch[..repeat.unwrap_or(batch.len())]
-            .par_iter()
-            .map(|p| this.check_insert(&config, parts, p))
-            .find_first(Result::is_err);
-        if let Some(Err(e)) = refused {
-            return Err(e);
-        }
-        if let Some(i) = repeat {
-            // Its partition is checked first, as a single insert would.
-            self.check_insert(&config, parts, &batch[i])?;
-            return Err(Error::DuplicateId {
-                collection: collection.to_owned(),
-                id: show(&batch[i].id),
-            });
-        }
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        // Counts bumped once per run of one partition, not per document.
-        let mut start = 0;
-        while start < batch.len() {
-            let part = &batch[start].part;
-            let run = batch[start..].iter().take_while(|p| p.part == *part).count();
-            self.bump_count(&config.name, part, run as i64);
-            start += run;
-        }
         let cf = collection_cf(&config.name);
-        let mut ids = Vec::with_capacity(batch.len());
-        let mut puts = Vec::with_capacity(batch.len() * (1 + config.indexes.len() + config.vectors.len()));
-        for p in batch {
+        let mut ids = Vec::with_capacity(good);
+        let mut puts = Vec::with_capacity(good * (1 + config.indexes.len() + config.vectors.len()));
+        for p in prepared {
+            let p = p.expect("prepared");
             ids.push(p.id.clone());
             self.write_into(&config, &cf, p, None, &mut puts)?;
         }
