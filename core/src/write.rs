@@ -75,6 +75,45 @@ fn with_id(doc: Document) -> (Bson, Document) {
     (id, with_id)
 }
 
+/// `puts` reordered by the prefixes of their keys (`prefix_lens[i]` bytes
+/// of put `i`: its key without the document id every written key ends
+/// with), prefixes in byte order, each prefix's keys together and in order.
+///
+/// Prefixes are a partition, then `d:`, `i:{field}\0{value}` or
+/// `v:{field}\0`, none a proper prefix of another, so this is the keys' byte
+/// order; [`put_many`](store::WriteTxn::put_many) checks it all the same and
+/// sorts what is not. A bulk insert's keys share few prefixes (one for the
+/// documents, one per value of an indexed field, one per vector field), and
+/// with ids ascending each prefix's keys already come in order: grouping
+/// them is one hash lookup per key, where sorting them all is a dozen or
+/// more comparisons each.
+fn group_by_prefix(puts: Vec<(Vec<u8>, Vec<u8>)>, prefix_lens: &[usize]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let order: Vec<usize> = {
+        let mut slot_of: foldhash::HashMap<&[u8], usize> = foldhash::HashMapExt::new();
+        let mut groups: Vec<(&[u8], Vec<usize>)> = Vec::new();
+        for (i, (key, _)) in puts.iter().enumerate() {
+            let prefix = &key[..prefix_lens[i]];
+            let slot = *slot_of.entry(prefix).or_insert_with(|| {
+                groups.push((prefix, Vec::new()));
+                groups.len() - 1
+            });
+            groups[slot].1.push(i);
+        }
+        groups.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (_, members) in &mut groups {
+            if !members.windows(2).all(|pair| puts[pair[0]].0 < puts[pair[1]].0) {
+                members.sort_by(|&a, &b| puts[a].0.cmp(&puts[b].0));
+            }
+        }
+        groups.into_iter().flat_map(|(_, members)| members).collect()
+    };
+    let mut slots: Vec<Option<(Vec<u8>, Vec<u8>)>> = puts.into_iter().map(Some).collect();
+    order
+        .into_iter()
+        .map(|i| slots[i].take().expect("each put once"))
+        .collect()
+}
+
 /// The keys of sorted `keys` that sorted `others` lacks.
 fn missing_from<'k>(keys: &'k [Vec<u8>], others: &'k [Vec<u8>]) -> impl Iterator<Item = &'k Vec<u8>> {
     keys.iter().filter(|k| others.binary_search(k).is_err())
@@ -433,12 +472,20 @@ impl<'db> WriteTxn<'db> {
         let cf = collection_cf(&config.name);
         let mut ids = Vec::with_capacity(good);
         let mut puts = Vec::with_capacity(good * (1 + config.indexes.len() + config.vectors.len()));
+        let mut prefix_lens = Vec::with_capacity(puts.capacity());
         for p in prepared {
             let p = p.expect("prepared");
+            let id_len = p.id_enc.len();
             ids.push(p.id.clone());
+            let from = puts.len();
             self.write_into(&config, &cf, p, None, &mut puts)?;
+            prefix_lens.extend(
+                puts[from..]
+                    .iter()
+                    .map(|(key, _)| key.len().saturating_sub(id_len)),
+            );
         }
-        self.txn.put_many(&cf, puts)?;
+        self.txn.put_many(&cf, group_by_prefix(puts, &prefix_lens))?;
         Ok(ids)
     }
 

@@ -125,7 +125,10 @@ impl<'a> WriteTxn<'a> {
             entries.into_iter().map(|(k, v)| (k, Some(v))).collect();
         // Stable, so of two entries with one key the later stays last, and
         // the tree built from sorted entries keeps the last of equal keys.
-        entries.par_sort_by(|a, b| a.0.cmp(&b.0));
+        // Skipped when the caller has put them in order already.
+        if !entries.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+            entries.par_sort_by(|a, b| a.0.cmp(&b.0));
+        }
         let mut run: BTreeMap<Vec<u8>, Option<Vec<u8>>> = entries.into_iter().collect();
         if writes.is_empty() {
             *writes = run;
