@@ -436,9 +436,24 @@ impl<'db> WriteTxn<'db> {
             let ok = |i: usize| prepared[i].as_ref().expect("prepared before the first failure");
             let repeat = first_repeat(good, |i| ok(i).doc_key.as_slice());
             let this = &*self;
+            let cf = collection_cf(&config.name);
+            // A collection without documents (a first load) has no id to
+            // take: one seek shows it, instead of a lookup per document.
+            let empty = config.partition_key.is_none()
+                && this
+                    .txn
+                    .prefix(&cf, &keys::doc_prefix(&[]), Direction::Forward)?
+                    .next()
+                    .is_none();
             let refused = (0..repeat.unwrap_or(good))
                 .into_par_iter()
-                .map(|i| this.check_insert(&config, parts, ok(i)))
+                .map(|i| {
+                    this.check_partition(&config, parts, ok(i))?;
+                    if empty {
+                        return Ok(());
+                    }
+                    this.check_id_free(&config, &cf, ok(i))
+                })
                 .find_first(Result::is_err);
             match (refused, repeat) {
                 (Some(refused), _) => refused,
@@ -491,6 +506,12 @@ impl<'db> WriteTxn<'db> {
 
     /// Refuses `p` as a new document: outside `parts`, or its id taken.
     fn check_insert(&self, config: &CollectionConfig, parts: Option<&[Part]>, p: &Prepared) -> Result<()> {
+        self.check_partition(config, parts, p)?;
+        self.check_id_free(config, &collection_cf(&config.name), p)
+    }
+
+    /// Refuses `p` as a new document outside `parts`.
+    fn check_partition(&self, config: &CollectionConfig, parts: Option<&[Part]>, p: &Prepared) -> Result<()> {
         let collection = config.name.as_str();
         if let (Some(parts), Some(key)) = (parts, &config.partition_key) {
             if !parts.iter().any(|part| part.0 == p.part) {
@@ -502,10 +523,15 @@ impl<'db> WriteTxn<'db> {
                 });
             }
         }
-        let cf = collection_cf(collection);
-        if self.txn.get(&cf, &p.doc_key)?.is_some() {
+        Ok(())
+    }
+
+    /// Refuses `p` as a new document of `config` (in column family `cf`)
+    /// when its id is taken.
+    fn check_id_free(&self, config: &CollectionConfig, cf: &str, p: &Prepared) -> Result<()> {
+        if self.txn.get(cf, &p.doc_key)?.is_some() {
             return Err(Error::DuplicateId {
-                collection: collection.to_owned(),
+                collection: config.name.clone(),
                 id: show(&p.id),
             });
         }
