@@ -434,7 +434,6 @@ impl VectorCache {
             .filter_map(|&r| Some((snap.id(r)?, snap.vector(r)?)))
             .collect();
 
-        old.live.trim(oldest);
         let (generation, mut cursor) = new_generation(&self.config, oldest, Arc::clone(&old.live));
         let start = cursor.append_many(&items)?;
         let mut retired = 0;
@@ -464,6 +463,12 @@ impl VectorCache {
         cursor.publish();
 
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&generation);
+        // Only now, with the new generation current: a view that reads the
+        // trimmed counts then reads the new oldest version and is refused
+        // (see `view`). Trimmed before the swap, a view of a version below
+        // `oldest` could count 0 rows while the old generation still served
+        // it, and a failed compaction would leave those counts lost.
+        generation.live.trim(oldest);
         state.generation = generation;
         state.cursor = cursor;
         Ok(CompactionReport {
