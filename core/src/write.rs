@@ -406,8 +406,9 @@ impl<'db> WriteTxn<'db> {
         let config = self.config(collection)?;
         let mut docs = docs;
         // Ids are generated here, in order, so that generated ObjectIds
-        // ascend as the documents do; a document that has one is not
-        // touched.
+        // ascend as the documents do (but where bson's counter wraps, which
+        // costs the sorts below their fast paths, nothing else); a document
+        // that has one is not touched.
         let missing: Vec<usize> = docs
             .par_iter()
             .enumerate()
@@ -473,14 +474,16 @@ impl<'db> WriteTxn<'db> {
         }
         // Every document prepared: no copy of them into a Vec<Prepared>.
         let part = |i: usize| prepared[i].as_ref().map_or(&[][..], |p| p.part.as_slice());
-        // Counts bumped once per run of one partition, not per document.
+        // Counts bumped once per run of one partition, not per document,
+        // once the documents are staged.
+        let mut runs: Vec<(Vec<u8>, i64)> = Vec::new();
         if config.partition_key.is_none() {
-            self.bump_count(&config.name, &[], good as i64);
+            runs.push((Vec::new(), good as i64));
         } else {
             let mut start = 0;
             while start < good {
                 let run = (start..good).take_while(|&i| part(i) == part(start)).count();
-                self.bump_count(&config.name, part(start), run as i64);
+                runs.push((part(start).to_vec(), run as i64));
                 start += run;
             }
         }
@@ -501,6 +504,9 @@ impl<'db> WriteTxn<'db> {
             );
         }
         self.txn.put_many(&cf, group_by_prefix(puts, &prefix_lens))?;
+        for (part, n) in runs {
+            self.bump_count(&config.name, &part, n);
+        }
         Ok(ids)
     }
 

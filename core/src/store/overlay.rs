@@ -112,6 +112,9 @@ impl<'a> WriteTxn<'a> {
     /// the tree once per entry: this is what makes a bulk insert's writes
     /// cheap.
     pub fn put_many(&mut self, cf: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
         let writes = &mut self.changes_mut(cf)?.writes;
         // Merging rebuilds the buffered tree too (`append` is linear in both
         // sizes), so a short run among many buffered writes goes one by one.
@@ -123,11 +126,19 @@ impl<'a> WriteTxn<'a> {
         }
         let mut entries: Vec<(Vec<u8>, Option<Vec<u8>>)> =
             entries.into_iter().map(|(k, v)| (k, Some(v))).collect();
-        // Stable, so of two entries with one key the later stays last, and
-        // the tree built from sorted entries keeps the last of equal keys.
-        // Skipped when the caller has put them in order already.
+        // Skipped when the caller has put them in order already (then no
+        // key repeats). Stable, so of entries with one key the last stays
+        // last, and only it is kept.
         if !entries.windows(2).all(|pair| pair[0].0 < pair[1].0) {
             entries.par_sort_by(|a, b| a.0.cmp(&b.0));
+            let mut last_of_each: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::with_capacity(entries.len());
+            for entry in entries {
+                match last_of_each.last_mut() {
+                    Some(last) if last.0 == entry.0 => *last = entry,
+                    _ => last_of_each.push(entry),
+                }
+            }
+            entries = last_of_each;
         }
         let mut run: BTreeMap<Vec<u8>, Option<Vec<u8>>> = entries.into_iter().collect();
         if writes.is_empty() {

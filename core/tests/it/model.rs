@@ -12,6 +12,9 @@ const CFS: [&str; 2] = ["x", "y"];
 #[derive(Debug, Clone)]
 pub enum ModelOp {
     Put(usize, Vec<u8>, u8),
+    /// One `put_many` of these entries (keys repeat; long runs take its
+    /// sorted, merged path).
+    PutMany(usize, Vec<(Vec<u8>, u8)>),
     Delete(usize, Vec<u8>),
     DeleteRange(usize, Vec<u8>, Vec<u8>),
     Commit,
@@ -28,6 +31,8 @@ pub fn ops() -> impl Strategy<Value = Vec<ModelOp>> {
     let op = prop_oneof![
         6 => (0..2usize, key(), any::<u8>()).prop_map(|(c, k, v)| ModelOp::Put(c, k, v)),
         2 => (0..2usize, key()).prop_map(|(c, k)| ModelOp::Delete(c, k)),
+        1 => (0..2usize, proptest::collection::vec((key(), any::<u8>()), 0..150))
+            .prop_map(|(c, entries)| ModelOp::PutMany(c, entries)),
         1 => (0..2usize, key(), key()).prop_map(|(c, a, b)| ModelOp::DeleteRange(c, a, b)),
         2 => Just(ModelOp::Commit),
         1 => Just(ModelOp::Rollback),
@@ -79,6 +84,13 @@ pub fn run(store: &dyn Store, ops: &[ModelOp]) -> Check {
             ModelOp::Put(c, k, v) => {
                 t.put(CFS[*c], k.clone(), vec![*v]).map_err(|e| e.to_string())?;
                 pending[*c].insert(k.clone(), vec![*v]);
+            }
+            ModelOp::PutMany(c, entries) => {
+                let run = entries.iter().map(|(k, v)| (k.clone(), vec![*v])).collect();
+                t.put_many(CFS[*c], run).map_err(|e| e.to_string())?;
+                for (k, v) in entries {
+                    pending[*c].insert(k.clone(), vec![*v]);
+                }
             }
             ModelOp::Delete(c, k) => {
                 t.delete(CFS[*c], k.clone()).map_err(|e| e.to_string())?;
