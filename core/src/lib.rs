@@ -27,7 +27,7 @@ pub use index::check_integrity;
 pub use read::{CollectionRead, Part, RawDoc, ReadTxn};
 pub use slate_vector::Metric;
 pub use store::{
-    begin_write, Batch, Direction, Entry, EntryIter, KeyRange, MemoryStore, Op, RocksStore,
+    begin_write, Batch, Bytes, Direction, Entry, EntryIter, KeyRange, MemoryStore, Op, RocksStore,
     RocksStoreBuilder, Snapshot, Store,
 };
 pub use vectors::{bson_to_vector, f32s_from_le, set_path, vector_to_bson, VectorView};

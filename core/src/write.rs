@@ -18,7 +18,7 @@ use crate::keys;
 use crate::read::{
     decode_doc_key, read_collection, read_config, read_count, split_doc_key, CollectionRead, Part, SnapRef,
 };
-use crate::store::{self, Direction};
+use crate::store::{self, Bytes, Direction};
 use crate::value::{encode_id, FieldPath};
 use crate::vectors::{extract_vector, f32s_to_le, VectorOp};
 use crate::{Database, Error, Result};
@@ -87,7 +87,7 @@ fn with_id(doc: Document) -> (Bson, Document) {
 /// with ids ascending each prefix's keys already come in order: grouping
 /// them is one hash lookup per key, where sorting them all is a dozen or
 /// more comparisons each.
-fn group_by_prefix(puts: Vec<(Vec<u8>, Vec<u8>)>, prefix_lens: &[usize]) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn group_by_prefix(puts: Vec<(Vec<u8>, Bytes)>, prefix_lens: &[usize]) -> Vec<(Vec<u8>, Bytes)> {
     let order: Vec<usize> = {
         let mut slot_of: foldhash::HashMap<&[u8], usize> = foldhash::HashMapExt::new();
         let mut groups: Vec<(&[u8], Vec<usize>)> = Vec::new();
@@ -107,7 +107,7 @@ fn group_by_prefix(puts: Vec<(Vec<u8>, Vec<u8>)>, prefix_lens: &[usize]) -> Vec<
         }
         groups.into_iter().flat_map(|(_, members)| members).collect()
     };
-    let mut slots: Vec<Option<(Vec<u8>, Vec<u8>)>> = puts.into_iter().map(Some).collect();
+    let mut slots: Vec<Option<(Vec<u8>, Bytes)>> = puts.into_iter().map(Some).collect();
     order
         .into_iter()
         .map(|i| slots[i].take().expect("each put once"))
@@ -146,7 +146,7 @@ struct Prepared {
     id_enc: Vec<u8>,
     /// `part` and `id_enc` as the document's key.
     doc_key: Vec<u8>,
-    bytes: Vec<u8>,
+    bytes: Bytes,
     /// Sorted, each once.
     index_keys: Vec<Vec<u8>>,
     vectors: Vec<(String, Vec<f32>)>,
@@ -235,7 +235,7 @@ impl<'db> WriteTxn<'db> {
                 vectors.push((vf.field.clone(), v));
             }
         }
-        let bytes = crate::value::to_bytes(doc).map_err(|e| Error::InvalidDocument {
+        let bytes = crate::value::to_shared_bytes(doc).map_err(|e| Error::InvalidDocument {
             collection: collection.clone(),
             id: shown(),
             reason: e.to_string(),
@@ -292,7 +292,7 @@ impl<'db> WriteTxn<'db> {
         cf: &str,
         mut p: Prepared,
         old: Option<&Prepared>,
-        puts: &mut Vec<(Vec<u8>, Vec<u8>)>,
+        puts: &mut Vec<(Vec<u8>, Bytes)>,
     ) -> Result<()> {
         let dk = mem::take(&mut p.doc_key);
         // Each vector row is tagged with the document's index entries minus
@@ -310,16 +310,18 @@ impl<'db> WriteTxn<'db> {
         match old {
             // A new document: its entries move into the transaction.
             None => {
+                let id = Bytes::from(p.id_enc.as_slice());
                 for k in mem::take(&mut p.index_keys) {
-                    puts.push((k, p.id_enc.clone()));
+                    puts.push((k, Bytes::clone(&id)));
                 }
             }
             Some(old) => {
                 for k in missing_from(&old.index_keys, &p.index_keys) {
                     self.txn.delete(cf, k.clone())?;
                 }
+                let id = Bytes::from(p.id_enc.as_slice());
                 for k in missing_from(&p.index_keys, &old.index_keys) {
-                    puts.push((k.clone(), p.id_enc.clone()));
+                    puts.push((k.clone(), Bytes::clone(&id)));
                 }
             }
         }
@@ -340,7 +342,7 @@ impl<'db> WriteTxn<'db> {
             let vk = keys::vector_key(&p.part, &vf.field, &p.id_enc);
             match (p.vectors.iter().find(|(f, _)| *f == vf.field), &tags) {
                 (Some((_, v)), Some(tags)) => {
-                    puts.push((vk, f32s_to_le(v)));
+                    puts.push((vk, f32s_to_le(v).into()));
                     self.vector_ops.push((
                         config.name.clone(),
                         vf.field.clone(),
@@ -591,7 +593,7 @@ impl<'db> WriteTxn<'db> {
             doc_key: keys::doc_key(part, id_enc),
             part: part.to_vec(),
             id_enc: id_enc.to_vec(),
-            bytes: bytes.into_owned(),
+            bytes: Bytes::from(&*bytes),
             index_keys,
             vectors,
             multikey: Vec::new(),
@@ -728,7 +730,7 @@ impl<'db> WriteTxn<'db> {
             };
             let raw = RawDocument::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: e.to_string() })?;
             for k in entries(part, field, id, raw)? {
-                new_entries.push((k, id.to_vec()));
+                new_entries.push((k, Bytes::from(id)));
             }
             multikey |= crate::index::is_multikey(raw, field);
         }

@@ -11,14 +11,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
-use rayon::prelude::*;
 
 use super::{
-    check_cf_name, Batch, Direction, EntryIter, KeyRange, Op, Snapshot, Store, WriteGuard, WriterGate,
+    check_cf_name, Batch, Bytes, Direction, EntryIter, KeyRange, Op, Snapshot, Store, WriteGuard, WriterGate,
 };
 use crate::{Error, Result};
 
-type Bytes = Arc<[u8]>;
 type Table = imbl::OrdMap<Key, Bytes>;
 
 /// Longest key held inline in the tree node (a `Key` is 32 bytes either way).
@@ -207,17 +205,8 @@ impl Store for MemoryStore {
                 .tables
                 .get_mut(&cf)
                 .ok_or_else(|| Error::UnknownColumnFamily { name: cf.clone() })?;
-            // A put's key and value are copied into the table's forms
-            // before the tree is touched: in parallel for a long run.
-            if ops.len() >= PARALLEL_OPS {
-                let ops: Vec<TableOp> = ops.into_par_iter().map(TableOp::from).collect();
-                for op in ops {
-                    apply_op(table, op);
-                }
-            } else {
-                for op in ops {
-                    apply_op(table, TableOp::from(op));
-                }
+            for op in ops {
+                apply_op(table, op);
             }
         }
         state.version += 1;
@@ -228,37 +217,11 @@ impl Store for MemoryStore {
     }
 }
 
-/// Fewest ops on one table whose keys and values [`MemoryStore::apply`]
-/// converts in parallel.
-const PARALLEL_OPS: usize = 4096;
-
-/// An [`Op`], a put's key and value in the table's forms.
-enum TableOp {
-    Put(Key, Bytes),
-    Other(Op),
-}
-
-impl From<Op> for TableOp {
-    fn from(op: Op) -> Self {
-        match op {
-            Op::Put { key, value } => TableOp::Put(Key::new(key), value.into()),
-            op => TableOp::Other(op),
-        }
-    }
-}
-
-/// Applies one op to a table.
-fn apply_op(table: &mut Table, op: TableOp) {
-    let op = match op {
-        TableOp::Put(key, value) => {
-            table.insert(key, value);
-            return;
-        }
-        TableOp::Other(op) => op,
-    };
+/// Applies one op to a table. A put's value is kept as it is handed over.
+fn apply_op(table: &mut Table, op: Op) {
     match op {
         Op::Put { key, value } => {
-            table.insert(Key::new(key), value.into());
+            table.insert(Key::new(key), value);
         }
         Op::Delete { key } => {
             table.remove(key.as_slice());

@@ -73,12 +73,16 @@ pub trait Snapshot: Send + Sync {
     }
 }
 
+/// A value as a transaction stages it and [`MemoryStore`] keeps it: shared,
+/// so that it moves from the writer to the store without a copy.
+pub type Bytes = std::sync::Arc<[u8]>;
+
 /// One change in a [`Batch`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Op {
     /// Set `key` to `value`.
-    Put { key: Vec<u8>, value: Vec<u8> },
+    Put { key: Vec<u8>, value: Bytes },
     /// Remove `key`.
     Delete { key: Vec<u8> },
     /// Remove every key in `[start, end)`; `end: None` is unbounded.

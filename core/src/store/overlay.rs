@@ -12,7 +12,7 @@ use std::iter::Peekable;
 
 use rayon::slice::ParallelSliceMut;
 
-use super::{Batch, Direction, Entry, EntryIter, KeyRange, Op, Snapshot, Store};
+use super::{Batch, Bytes, Direction, Entry, EntryIter, KeyRange, Op, Snapshot, Store};
 use crate::{Error, Result};
 
 /// Fewest entries [`WriteTxn::put_many`] sorts and builds into a tree in
@@ -27,7 +27,7 @@ const BULK_MIN_ENTRIES: usize = 64;
 #[derive(Debug, Default)]
 struct CfChanges {
     ranges: Vec<KeyRange>,
-    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    writes: BTreeMap<Vec<u8>, Option<Bytes>>,
 }
 
 impl CfChanges {
@@ -97,7 +97,7 @@ impl<'a> WriteTxn<'a> {
     }
 
     /// Sets `key` to `value` in `cf`.
-    pub fn put(&mut self, cf: &str, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Result<()> {
+    pub fn put(&mut self, cf: &str, key: impl Into<Vec<u8>>, value: impl Into<Bytes>) -> Result<()> {
         self.changes_mut(cf)?
             .writes
             .insert(key.into(), Some(value.into()));
@@ -111,7 +111,7 @@ impl<'a> WriteTxn<'a> {
     /// then merged with the writes already buffered, instead of descending
     /// the tree once per entry: this is what makes a bulk insert's writes
     /// cheap.
-    pub fn put_many(&mut self, cf: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+    pub fn put_many(&mut self, cf: &str, entries: Vec<(Vec<u8>, Bytes)>) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -124,14 +124,14 @@ impl<'a> WriteTxn<'a> {
             }
             return Ok(());
         }
-        let mut entries: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+        let mut entries: Vec<(Vec<u8>, Option<Bytes>)> =
             entries.into_iter().map(|(k, v)| (k, Some(v))).collect();
         // Skipped when the caller has put them in order already (then no
         // key repeats). Stable, so of entries with one key the last stays
         // last, and only it is kept.
         if !entries.windows(2).all(|pair| pair[0].0 < pair[1].0) {
             entries.par_sort_by(|a, b| a.0.cmp(&b.0));
-            let mut last_of_each: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::with_capacity(entries.len());
+            let mut last_of_each: Vec<(Vec<u8>, Option<Bytes>)> = Vec::with_capacity(entries.len());
             for entry in entries {
                 match last_of_each.last_mut() {
                     Some(last) if last.0 == entry.0 => *last = entry,
@@ -140,7 +140,7 @@ impl<'a> WriteTxn<'a> {
             }
             entries = last_of_each;
         }
-        let mut run: BTreeMap<Vec<u8>, Option<Vec<u8>>> = entries.into_iter().collect();
+        let mut run: BTreeMap<Vec<u8>, Option<Bytes>> = entries.into_iter().collect();
         if writes.is_empty() {
             *writes = run;
         } else {
@@ -278,7 +278,7 @@ impl Snapshot for WriteTxn<'_> {
     }
 }
 
-type OwnIter<'t> = Box<dyn Iterator<Item = (&'t Vec<u8>, &'t Option<Vec<u8>>)> + Send + 't>;
+type OwnIter<'t> = Box<dyn Iterator<Item = (&'t Vec<u8>, &'t Option<Bytes>)> + Send + 't>;
 
 /// Merges the transaction's own writes with the base snapshot's entries.
 struct Merge<'t> {
@@ -326,10 +326,7 @@ impl<'t> Iterator for Merge<'t> {
             if take_own {
                 let (key, value) = self.own.next()?;
                 if let Some(value) = value {
-                    return Some(Ok((
-                        Cow::Borrowed(key.as_slice()),
-                        Cow::Borrowed(value.as_slice()),
-                    )));
+                    return Some(Ok((Cow::Borrowed(key.as_slice()), Cow::Borrowed(&value[..]))));
                 }
             } else {
                 match self.base.next()? {

@@ -36,7 +36,7 @@ pub use materialize::{to_bson, Materializer, RawResult};
 pub use order::{bracket, compare, TypeBracket};
 pub use path::{index_values, lookup_path, visit_path, FieldPath, LeafArrays, PathValue};
 pub(crate) use project::{pick_top_level, project_path};
-pub use serialize::to_bytes;
+pub use serialize::{to_bytes, to_shared_bytes};
 
 /// Errors of the value layer: bad `_id` types, undecodable key bytes, bad field paths.
 #[derive(Debug, thiserror::Error)]

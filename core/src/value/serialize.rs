@@ -9,8 +9,30 @@
 //! sends the whole document to `bson::to_vec`, which gives the same bytes or
 //! the error. Either way the result equals `bson::to_vec(doc)`.
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use bson::spec::ElementType;
 use bson::{Bson, Document};
+
+/// [`to_bytes`] into one shared allocation of the exact size, written
+/// through a buffer the thread keeps between calls (no growing, no buffer
+/// allocated and freed per document).
+pub fn to_shared_bytes(doc: &Document) -> bson::ser::Result<Arc<[u8]>> {
+    thread_local! {
+        static BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    BUFFER.with(|buffer| {
+        let Ok(mut out) = buffer.try_borrow_mut() else {
+            return to_bytes(doc).map(Arc::from);
+        };
+        out.clear();
+        if write_document(doc, &mut out).is_some() {
+            return Ok(Arc::from(out.as_slice()));
+        }
+        bson::to_vec(doc).map(Arc::from)
+    })
+}
 
 /// `doc` as BSON bytes: the same as `bson::to_vec(doc)`.
 pub fn to_bytes(doc: &Document) -> bson::ser::Result<Vec<u8>> {

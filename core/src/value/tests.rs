@@ -668,6 +668,11 @@ proptest! {
             (Err(_), Err(_)) => {}
             (got, want) => prop_assert!(false, "{:?}: {:?} against bson's {:?}", doc, got, want),
         }
+        match (to_shared_bytes(&doc), bson::to_vec(&doc)) {
+            (Ok(got), Ok(want)) => prop_assert_eq!(&got[..], &want[..], "{:?}", doc),
+            (Err(_), Err(_)) => {}
+            (got, want) => prop_assert!(false, "{:?}: {:?} against bson's {:?}", doc, got, want),
+        }
     }
 
     #[test]
