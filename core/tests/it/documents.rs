@@ -25,6 +25,15 @@ fn integrity(db: &Database, name: &str) {
     assert!(problems.is_empty(), "integrity problems: {problems:#?}");
 }
 
+/// The committed document count of unpartitioned collection `name`.
+fn committed_count(db: &Database, name: &str) -> u64 {
+    db.read()
+        .collection(name)
+        .expect("collection")
+        .count(&Part::none())
+        .expect("count")
+}
+
 #[test]
 fn insert_get_replace_delete_keep_indexes_in_step() {
     for (db, _dir) in databases() {
@@ -116,14 +125,7 @@ fn a_duplicate_id_fails_the_whole_transaction_and_writes_nothing() {
             other => panic!("expected DuplicateId, got {other:?}"),
         }
         assert_eq!(db.read().version(), before, "nothing was committed");
-        assert_eq!(
-            db.read()
-                .collection("c")
-                .expect("c")
-                .count(&Part::none())
-                .expect("count"),
-            0
-        );
+        assert_eq!(committed_count(&db, "c"), 0);
         integrity(&db, "c");
     }
 }
@@ -416,14 +418,7 @@ fn insert_many_fails_with_the_error_a_loop_of_single_inserts_meets_first() {
             );
         }
         txn.commit().expect("commit");
-        assert_eq!(
-            db.read()
-                .collection("c")
-                .expect("c")
-                .count(&Part::none())
-                .expect("count"),
-            1
-        );
+        assert_eq!(committed_count(&db, "c"), 1);
         integrity(&db, "c");
     }
 }
@@ -472,9 +467,7 @@ fn a_bulk_insert_merges_with_the_transactions_earlier_writes() {
             assert_eq!(got.get_i32("k").expect("k"), k, "{id}");
         }
         txn.commit().expect("commit");
-        let read = db.read();
-        let c = read.collection("c").expect("c");
-        assert_eq!(c.count(&Part::none()).expect("count"), 500);
+        assert_eq!(committed_count(&db, "c"), 500);
         integrity(&db, "c");
     }
 }

@@ -86,7 +86,10 @@ pub fn run(store: &dyn Store, ops: &[ModelOp]) -> Check {
                 pending[*c].insert(k.clone(), vec![*v]);
             }
             ModelOp::PutMany(c, entries) => {
-                let run = entries.iter().map(|(k, v)| (k.clone(), vec![*v].into())).collect();
+                let run = entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), vec![*v].into()))
+                    .collect();
                 t.put_many(CFS[*c], run).map_err(|e| e.to_string())?;
                 for (k, v) in entries {
                     pending[*c].insert(k.clone(), vec![*v]);
