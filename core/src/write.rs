@@ -493,6 +493,7 @@ impl<'db> WriteTxn<'db> {
         let mut ids = Vec::with_capacity(good);
         let mut puts = Vec::with_capacity(good * (1 + config.indexes.len() + config.vectors.len()));
         let mut prefix_lens = Vec::with_capacity(puts.capacity());
+        self.vector_ops.reserve(good * config.vectors.len());
         for p in prepared {
             let p = p.expect("prepared");
             let id_len = p.id_enc.len();
