@@ -205,9 +205,17 @@ impl RocksStore {
             }
         }
         self.db.write_opt(wb, &self.write_opts)?;
+        // RocksDB has copied every key and value: a large batch's are freed
+        // on a rayon thread, and the commit goes on without waiting for it.
+        if batch.ops.iter().map(|(_, ops)| ops.len()).sum::<usize>() >= BACKGROUND_DROP_OPS {
+            rayon::spawn(move || drop(batch));
+        }
         Ok(())
     }
 }
+
+/// Fewest ops in a batch that [`RocksStore`] frees on another thread.
+const BACKGROUND_DROP_OPS: usize = 4096;
 
 fn last_key(db: &Db, cf: &Arc<BoundColumnFamily<'_>>) -> Result<Option<Vec<u8>>> {
     match db.iterator_cf(cf, IteratorMode::End).next() {
