@@ -63,16 +63,35 @@ fn id_of(doc: &Document) -> Option<&Bson> {
     }
 }
 
-/// `doc`'s `_id`, and `doc` with one: a new ObjectId first when it has none.
-fn with_id(doc: Document) -> (Bson, Document) {
-    if let Some(id) = id_of(&doc) {
-        return (id.clone(), doc);
+/// `doc`'s `_id`, given one first (a new ObjectId) when it has none.
+fn give_id(doc: &mut Document) -> Bson {
+    if let Some(id) = id_of(doc) {
+        return id.clone();
     }
     let id = Bson::ObjectId(ObjectId::new());
     let mut with_id = Document::new();
     with_id.insert("_id", id.clone());
-    with_id.extend(doc);
-    (id, with_id)
+    with_id.extend(mem::take(doc));
+    *doc = with_id;
+    id
+}
+
+/// The keys of `raw` (with key parts `part`, `id_enc`) in `config`'s
+/// indexes, whose fields are parsed into `paths`: sorted, each once.
+fn index_keys(
+    config: &CollectionConfig,
+    paths: &[FieldPath],
+    part: &[u8],
+    id_enc: &[u8],
+    raw: &RawDocument,
+) -> Vec<Vec<u8>> {
+    let mut keys = Vec::new();
+    for (field, path) in config.indexes.iter().zip(paths) {
+        keys.extend(entries_at(part, field, path, id_enc, raw));
+    }
+    // Entries of different fields differ, but sort by field name.
+    keys.sort_unstable();
+    keys
 }
 
 /// `puts` reordered by the prefixes of their keys (`prefix_lens[i]` bytes
@@ -195,10 +214,7 @@ impl<'db> WriteTxn<'db> {
     /// `doc` borrowed: it gets an `_id` if it has none and loses its vector
     /// fields, and its caller drops it.
     fn prepare_in(config: &CollectionConfig, paths: &[FieldPath], doc: &mut Document) -> Result<Prepared> {
-        if id_of(doc).is_none() {
-            *doc = with_id(mem::take(doc)).1;
-        }
-        let id = id_of(doc).cloned().expect("given one above");
+        let id = give_id(doc);
         let collection = &config.name;
         let id_enc = encode_id(&id).map_err(|e| Error::InvalidId {
             collection: collection.clone(),
@@ -251,16 +267,14 @@ impl<'db> WriteTxn<'db> {
             });
         }
         let raw = RawDocument::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: e.to_string() })?;
-        let mut index_keys = Vec::new();
-        let mut multikey = Vec::new();
-        for (field, path) in config.indexes.iter().zip(paths) {
-            index_keys.extend(entries_at(&part, field, path, &id_enc, raw));
-            if is_multikey_at(raw, path) {
-                multikey.push(field.clone());
-            }
-        }
-        // Entries of different fields differ, but sort by field name.
-        index_keys.sort_unstable();
+        let index_keys = index_keys(config, paths, &part, &id_enc, raw);
+        let multikey = config
+            .indexes
+            .iter()
+            .zip(paths)
+            .filter(|(_, path)| is_multikey_at(raw, path))
+            .map(|(field, _)| field.clone())
+            .collect();
         Ok(Prepared {
             id,
             doc_key: keys::doc_key(&part, &id_enc),
@@ -418,7 +432,7 @@ impl<'db> WriteTxn<'db> {
             .map(|(i, _)| i)
             .collect();
         for i in missing {
-            docs[i] = with_id(mem::take(&mut docs[i])).1;
+            give_id(&mut docs[i]);
         }
         let paths = index_paths(&config)?;
         let mut prepared: Vec<Result<Prepared>> = docs
@@ -435,11 +449,11 @@ impl<'db> WriteTxn<'db> {
         // The documents before the first that failed to prepare are checked
         // first: a loop of single inserts would meet their errors before it.
         let good = prepared.iter().position(Result::is_err).unwrap_or(prepared.len());
+        let cf = collection_cf(&config.name);
         let refused = {
             let ok = |i: usize| prepared[i].as_ref().expect("prepared before the first failure");
             let repeat = first_repeat(good, |i| ok(i).doc_key.as_slice());
             let this = &*self;
-            let cf = collection_cf(&config.name);
             // A collection without documents (a first load) has no id to
             // take: one seek shows it, instead of a lookup per document.
             let empty = config.partition_key.is_none()
@@ -489,7 +503,6 @@ impl<'db> WriteTxn<'db> {
                 start += run;
             }
         }
-        let cf = collection_cf(&config.name);
         let mut ids = Vec::with_capacity(good);
         let mut puts = Vec::with_capacity(good * (1 + config.indexes.len() + config.vectors.len()));
         let mut prefix_lens = Vec::with_capacity(puts.capacity());
@@ -568,15 +581,12 @@ impl<'db> WriteTxn<'db> {
 
     fn load_old(&self, config: &CollectionConfig, part: &[u8], id_enc: &[u8]) -> Result<Option<Prepared>> {
         let cf = collection_cf(&config.name);
-        let Some(bytes) = self.txn.get(&cf, &keys::doc_key(part, id_enc))? else {
+        let doc_key = keys::doc_key(part, id_enc);
+        let Some(bytes) = self.txn.get(&cf, &doc_key)? else {
             return Ok(None);
         };
         let raw = RawDocument::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: e.to_string() })?;
-        let mut index_keys = Vec::new();
-        for field in &config.indexes {
-            index_keys.extend(entries(part, field, id_enc, raw)?);
-        }
-        index_keys.sort_unstable();
+        let index_keys = index_keys(config, &index_paths(config)?, part, id_enc, raw);
         let mut vectors = Vec::new();
         for vf in &config.vectors {
             if let Some(v) = self.txn.get(&cf, &keys::vector_key(part, &vf.field, id_enc))? {
@@ -591,7 +601,7 @@ impl<'db> WriteTxn<'db> {
             .unwrap_or(Bson::Null);
         Ok(Some(Prepared {
             id,
-            doc_key: keys::doc_key(part, id_enc),
+            doc_key,
             part: part.to_vec(),
             id_enc: id_enc.to_vec(),
             bytes: Bytes::from(&*bytes),
