@@ -289,7 +289,7 @@ struct NameStatus {
     status: String,
 }
 
-fn slate_typed<T: serde::de::DeserializeOwned>(find: slate::Find<'_>) -> usize {
+fn slate_typed<T: serde::de::DeserializeOwned + Send>(find: slate::Find<'_>) -> usize {
     let rows: Vec<T> = find.run_as().expect("typed find");
     black_box(&rows);
     rows.len()

@@ -1260,3 +1260,97 @@ fn the_reference_sort_is_not_vacuous() {
     assert_eq!(ids, [2, 3, 0, 1, 4]);
     assert!(!same_docs(&docs[..1], &docs[1..2]));
 }
+
+/// Finds whose results span the executor's growing batches (256 documents, doubling to
+/// 2,048, filtered and decoded on the rayon pool from 512): every document comes once, in
+/// order, skips and limits fall inside and across batches, and a document that fails to
+/// decode fails its own item, at its own place, with the others intact.
+#[test]
+fn large_results_decode_in_parallel_in_order() {
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct Row {
+        #[serde(rename = "_id")]
+        id: i32,
+        n: i64,
+    }
+    for t in backends() {
+        let docs: Vec<Document> = (0..9000)
+            .map(|i| {
+                // Every 1,000th document has an `n` that is not a number.
+                let n = if i % 1000 == 999 {
+                    Bson::from(format!("n{i}"))
+                } else {
+                    Bson::Int64(i64::from((i * 37) % 1000))
+                };
+                doc! { "_id": i, "status": format!("s{}", i % 10), "n": n, "odd": i % 2 == 1 }
+            })
+            .collect();
+        let coll =
+            t.db.create_collection(CollectionConfig::new("large").index("status"))
+                .expect("create");
+        coll.insert_many(docs.clone()).expect("insert");
+
+        let sort_n = |f: Document| Query {
+            sort: vec![("n".into(), false)],
+            ..q(f)
+        };
+        let queries = [
+            q(doc! {}),
+            q(doc! { "odd": true }),
+            q(doc! { "status": { "$in": ["s1", "s2", "s3", "s4", "s5", "s6"] } }),
+            Query {
+                skip: 700,
+                limit: Some(2500),
+                ..q(doc! { "odd": false })
+            },
+            Query {
+                skip: 4100,
+                limit: Some(3),
+                ..q(doc! {})
+            },
+            Query {
+                limit: Some(1500),
+                ..sort_n(doc! { "odd": true })
+            },
+            Query {
+                projection: Some(vec!["n".into()]),
+                ..sort_n(doc! { "status": { "$ne": "s3" } })
+            },
+        ];
+        for query in &queries {
+            check_query(&coll, &docs, query, t.backend);
+        }
+
+        // The typed items of a scan: an error exactly at each bad document.
+        let items: Vec<Result<Row, slate::query::Error>> =
+            coll.find(doc! {}).iter_as().expect("iter").collect();
+        assert_eq!(items.len(), docs.len(), "[{}]", t.backend);
+        for (i, item) in items.iter().enumerate() {
+            let i = i32::try_from(i).expect("id");
+            match item {
+                Ok(row) => assert_eq!(
+                    (row.id, row.n),
+                    (i, i64::from((i * 37) % 1000)),
+                    "[{}]",
+                    t.backend
+                ),
+                Err(slate::query::Error::Decode { id, .. }) => {
+                    assert_eq!(
+                        (i % 1000, id.as_str()),
+                        (999, i.to_string().as_str()),
+                        "[{}]",
+                        t.backend
+                    )
+                }
+                Err(other) => panic!("[{}] item {i}: {other}", t.backend),
+            }
+        }
+        // `run_as` fails with the first of them.
+        match coll.find(doc! { "_id": { "$gte": 1500 } }).run_as::<Row>() {
+            Err(slate::Error::Query(slate::query::Error::Decode { id, .. })) => {
+                assert_eq!(id, "1999", "[{}]", t.backend)
+            }
+            other => panic!("[{}] {other:?}", t.backend),
+        }
+    }
+}

@@ -9,6 +9,10 @@
 //! enter the result (a bounded heap when a limit follows), then project
 //! lazily. Records failing the filter are never copied or materialised.
 //!
+//! A [parallel](Cursor::parallel) cursor (the facade's finds) filters and
+//! decodes a large batch on the rayon pool, in order; its batches double
+//! from 256 documents to 2,048 while it keeps being read.
+//!
 //! What a result is depends on the cursor's [`Decode`]: a `bson::Document`
 //! (the default), the stored bytes as a `RawDocumentBuf` ([`decode_raw`]), or
 //! anything the caller decodes them into (the facade's typed finds).
@@ -20,6 +24,8 @@ use bson::{Document, RawDocumentBuf};
 use slate_core::value::Materializer;
 use slate_core::{CollectionRead, Part, RawDoc};
 
+use rayon::prelude::*;
+
 use super::sort::{sort_key_ref, Keyed, Sorter};
 use crate::plan::{MergeOp, Plan, Source};
 use crate::Result;
@@ -30,6 +36,13 @@ const BATCH: usize = 256;
 /// [`BATCH`]: a small limit with a filter that rejects some still takes few
 /// batches.
 const MIN_BATCH: usize = 16;
+/// Most documents read per batch by a [parallel](Cursor::parallel) cursor,
+/// which doubles its batch from [`BATCH`] while it keeps being read: a
+/// consumer that stops early reads little, a long scan splits its work into
+/// few fork-joins.
+const PAR_BATCH: usize = 2048;
+/// Fewest documents a batch's filter or decoding splits across threads.
+const PAR_MIN: usize = 512;
 
 enum State {
     /// Scanning partition `part` from key `from`.
@@ -95,6 +108,27 @@ pub fn decode_raw(
     Ok(read.raw_with(mat, doc, projection)?)
 }
 
+/// Decodes a batch of matching documents on the rayon pool, appending the
+/// results in order (see [`Cursor::parallel`]).
+type DecodeBatch<T> =
+    fn(&CollectionRead<'_>, Decode<T>, &[&RawDoc<'_>], Option<&[String]>, &mut VecDeque<Result<T>>);
+
+/// The [`DecodeBatch`] of a parallel cursor: each rayon thread decodes with
+/// its own materialiser.
+fn decode_parallel<T: Send>(
+    read: &CollectionRead<'_>,
+    decode: Decode<T>,
+    docs: &[&RawDoc<'_>],
+    projection: Option<&[String]>,
+    out: &mut VecDeque<Result<T>>,
+) {
+    let results: Vec<Result<T>> = docs
+        .par_iter()
+        .map(|doc| Materializer::with_thread_local(|mat| decode(read, mat, doc, projection)))
+        .collect();
+    out.extend(results);
+}
+
 /// A lazy iterator over the results of a plan.
 pub struct Cursor<'t, T = Document> {
     read: CollectionRead<'t>,
@@ -114,6 +148,11 @@ pub struct Cursor<'t, T = Document> {
     /// Count-only mode: matches are counted in `counted`, never materialised.
     counting: bool,
     counted: u64,
+    /// Documents the next batch reads at most.
+    batch: usize,
+    /// How a [parallel](Cursor::parallel) cursor decodes a large batch on
+    /// the rayon pool (`None`: serial, one document at a time).
+    decode_batch: Option<DecodeBatch<T>>,
 }
 
 impl<T> std::fmt::Debug for Cursor<'_, T> {
@@ -264,6 +303,8 @@ impl<'t, T> Cursor<'t, T> {
             mat: Materializer::new(),
             counting: false,
             counted: 0,
+            batch: BATCH,
+            decode_batch: None,
         };
         cursor.state = if remaining == 0 {
             State::Done
@@ -291,16 +332,34 @@ impl<'t, T> Cursor<'t, T> {
         Ok(cursor)
     }
 
+    /// Filters and decodes large batches on the rayon pool (the results keep
+    /// their order, and errors come where they would have come): a long
+    /// read then uses every core, where a serial cursor spends one core's
+    /// time per document. Batches grow from 256 documents to 2,048 while the
+    /// cursor keeps being read, so a consumer that stops early still reads
+    /// little.
+    pub fn parallel(mut self) -> Self
+    where
+        T: Send,
+    {
+        self.decode_batch = Some(decode_parallel::<T>);
+        self
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> ExecStats {
         self.stats
     }
 
-    fn passes(&self, doc: &RawDoc<'_>) -> Result<bool> {
-        match &self.plan.filter {
-            None => Ok(true),
-            Some(f) => Ok(f.matches(doc.raw()?)),
-        }
+    /// How many results the plan expects to yield: its source's estimate
+    /// after the skip, within the limit. The true number may be smaller (the
+    /// filter rejects some) or larger (an index estimate that hit its cap).
+    pub fn expected_len(&self) -> usize {
+        let estimate = usize::try_from(self.plan.source.estimate()).unwrap_or(usize::MAX);
+        estimate
+            .saturating_sub(self.to_skip)
+            .min(self.remaining)
+            .saturating_add(self.out.len())
     }
 
     /// Reads, filters and sorts every candidate; keeps owned bytes only for
@@ -338,48 +397,88 @@ impl<'t, T> Cursor<'t, T> {
         })
     }
 
-    /// How many keys the next batch reads: [`BATCH`], or fewer when the
-    /// limit (with the skip before it) wants fewer matches, so that a small
-    /// limit reads few documents.
+    /// How many documents the next batch reads: the cursor's batch size, or
+    /// fewer when the limit (with the skip before it) wants fewer matches, so
+    /// that a small limit reads few documents.
     fn batch_len(&self) -> usize {
         if self.counting {
-            return BATCH;
+            return self.batch;
         }
         self.remaining
             .saturating_add(self.to_skip)
-            .clamp(MIN_BATCH, BATCH)
+            .clamp(MIN_BATCH, self.batch)
     }
 
-    /// Reads the documents with `keys`, filters them and takes the matches.
+    /// After a batch: a cursor that keeps being read reads more at a time,
+    /// up to [`PAR_BATCH`] when it decodes in parallel.
+    fn grow_batch(&mut self) {
+        if self.decode_batch.is_some() {
+            self.batch = (self.batch * 2).min(PAR_BATCH);
+        }
+    }
+
+    /// Reads the documents with `keys` and takes them.
     fn read_keys(&mut self, keys: &[Vec<u8>]) -> Result<()> {
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let read = self.read.clone();
-        for doc in read.get_keys(&refs)?.into_iter().flatten() {
-            self.stats.docs_read += 1;
-            if self.passes(&doc)? {
-                self.stats.matched += 1;
-                self.emit(&doc)?;
-            }
-        }
+        let docs: Vec<RawDoc<'_>> = read.get_keys(&refs)?.into_iter().flatten().collect();
+        self.take(&docs, true)?;
         Ok(())
     }
 
-    /// Takes a matching document: skips, counts the limit, projects.
-    fn emit(&mut self, doc: &RawDoc<'_>) -> Result<()> {
-        if self.to_skip > 0 {
-            self.to_skip -= 1;
-            return Ok(());
+    /// Takes a batch of documents read, in order: checks the filter (unless
+    /// `check` is false: they passed it already), skips, counts the limit and
+    /// decodes the rest, stopping at the limit. With [`parallel`](Self::parallel), the filter and the decoding
+    /// of a large batch run on the rayon pool; the results keep their order.
+    fn take(&mut self, docs: &[RawDoc<'_>], check: bool) -> Result<()> {
+        let filter = self.plan.filter.as_ref().filter(|_| check);
+        let verdicts: Option<Vec<Result<bool>>> = filter.map(|f| {
+            let verdict = |doc: &RawDoc<'_>| Ok(f.matches(doc.raw()?));
+            if self.decode_batch.is_some() && docs.len() >= PAR_MIN {
+                docs.par_iter().map(verdict).collect()
+            } else {
+                docs.iter().map(verdict).collect()
+            }
+        });
+        let mut verdicts = verdicts.map(Vec::into_iter);
+        let mut chosen: Vec<&RawDoc<'_>> = Vec::new();
+        for doc in docs {
+            if self.remaining == 0 {
+                break;
+            }
+            if check {
+                self.stats.docs_read += 1;
+            }
+            if let Some(v) = verdicts.as_mut() {
+                if !v.next().unwrap_or(Ok(false))? {
+                    continue;
+                }
+            }
+            if check {
+                self.stats.matched += 1;
+            }
+            if self.to_skip > 0 {
+                self.to_skip -= 1;
+                continue;
+            }
+            self.remaining -= 1;
+            if self.counting {
+                self.counted += 1;
+            } else {
+                chosen.push(doc);
+            }
         }
-        if self.remaining == 0 {
-            return Ok(());
+        if !chosen.is_empty() {
+            let projection = self.plan.projection.as_deref();
+            if let Some(decode_batch) = self.decode_batch.filter(|_| chosen.len() >= PAR_MIN) {
+                decode_batch(&self.read, self.decode, &chosen, projection, &mut self.out);
+            } else {
+                for doc in chosen {
+                    let result = (self.decode)(&self.read, &mut self.mat, doc, projection);
+                    self.out.push_back(result);
+                }
+            }
         }
-        self.remaining -= 1;
-        if self.counting {
-            self.counted += 1;
-            return Ok(());
-        }
-        let result = (self.decode)(&self.read, &mut self.mat, doc, self.plan.projection.as_deref());
-        self.out.push_back(result);
         Ok(())
     }
 
@@ -389,13 +488,15 @@ impl<'t, T> Cursor<'t, T> {
             match std::mem::replace(&mut self.state, State::Done) {
                 State::Done => return Ok(()),
                 State::Sorted { mut docs } => {
-                    for (key, bytes) in docs.by_ref().take(BATCH) {
-                        let doc = RawDoc {
+                    let batch: Vec<RawDoc<'_>> = docs
+                        .by_ref()
+                        .take(self.batch)
+                        .map(|(key, bytes)| RawDoc {
                             key: key.into(),
                             bytes: bytes.into(),
-                        };
-                        self.emit(&doc)?;
-                    }
+                        })
+                        .collect();
+                    self.take(&batch, false)?;
                     if docs.len() > 0 {
                         self.state = State::Sorted { docs };
                     }
@@ -453,36 +554,29 @@ impl<'t, T> Cursor<'t, T> {
                     let Some(p) = self.parts.get(part).cloned() else {
                         return Ok(());
                     };
+                    let want = self.batch_len();
                     let read = self.read.clone();
-                    let mut last = None;
-                    let mut n = 0;
-                    for doc in read.scan_from(&p, from.as_deref())? {
-                        let doc = doc?;
-                        self.stats.docs_read += 1;
-                        if self.passes(&doc)? {
-                            self.stats.matched += 1;
-                            self.emit(&doc)?;
-                        }
-                        n += 1;
-                        if n == BATCH || self.remaining == 0 {
-                            last = Some(doc.key.into_owned());
-                            break;
-                        }
-                    }
-                    self.state = match last {
+                    let docs = read
+                        .scan_from(&p, from.as_deref())?
+                        .take(want)
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    self.take(&docs, true)?;
+                    self.state = match docs.last() {
+                        _ if self.remaining == 0 => State::Done,
                         // Resume just after the last key read: key + [0] is its successor.
-                        Some(mut k) if self.remaining > 0 => {
+                        Some(last) if docs.len() == want => {
+                            let mut k = last.key.to_vec();
                             k.push(0);
                             State::Scan { part, from: Some(k) }
                         }
-                        Some(_) => State::Done,
-                        None => State::Scan {
+                        _ => State::Scan {
                             part: part + 1,
                             from: None,
                         },
                     };
                 }
             }
+            self.grow_batch();
         }
         Ok(())
     }
