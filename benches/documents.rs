@@ -275,7 +275,8 @@ struct TypedRow {
     rec2: String,
     #[serde(rename = "product_recommendation3")]
     rec3: String,
-    last_contacted_at: Option<DateTime>,
+    /// A BSON date, read as SQLite's column is: milliseconds since the epoch.
+    last_contacted_at: Option<i64>,
     notes: Option<String>,
 }
 
