@@ -108,25 +108,39 @@ pub fn decode_raw(
     Ok(read.raw_with(mat, doc, projection)?)
 }
 
-/// Decodes a batch of matching documents on the rayon pool, appending the
-/// results in order (see [`Cursor::parallel`]).
-type DecodeBatch<T> =
-    fn(&CollectionRead<'_>, Decode<T>, &[&RawDoc<'_>], Option<&[String]>, &mut VecDeque<Result<T>>);
+/// Filters (when given a filter) and decodes a batch of documents on the
+/// rayon pool, one item per document in order: `Err` for a document the
+/// filter could not read, `None` for one it rejects, else the decoded result
+/// (see [`Cursor::parallel`]).
+type DecodeBatch<T> = fn(
+    &CollectionRead<'_>,
+    Decode<T>,
+    Option<&crate::filter::Filter>,
+    &[&RawDoc<'_>],
+    Option<&[String]>,
+) -> Vec<Result<Option<Result<T>>>>;
 
 /// The [`DecodeBatch`] of a parallel cursor: each rayon thread decodes with
 /// its own materialiser.
 fn decode_parallel<T: Send>(
     read: &CollectionRead<'_>,
     decode: Decode<T>,
+    filter: Option<&crate::filter::Filter>,
     docs: &[&RawDoc<'_>],
     projection: Option<&[String]>,
-    out: &mut VecDeque<Result<T>>,
-) {
-    let results: Vec<Result<T>> = docs
-        .par_iter()
-        .map(|doc| Materializer::with_thread_local(|mat| decode(read, mat, doc, projection)))
-        .collect();
-    out.extend(results);
+) -> Vec<Result<Option<Result<T>>>> {
+    docs.par_iter()
+        .map(|doc| {
+            if let Some(f) = filter {
+                if !f.matches(doc.raw()?) {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(Materializer::with_thread_local(|mat| {
+                decode(read, mat, doc, projection)
+            })))
+        })
+        .collect()
 }
 
 /// A lazy iterator over the results of a plan.
@@ -150,6 +164,11 @@ pub struct Cursor<'t, T = Document> {
     counted: u64,
     /// Documents the next batch reads at most.
     batch: usize,
+    /// Documents the next batch reads at least, whatever the limit wants:
+    /// [`MIN_BATCH`], doubling up to `batch` while the cursor keeps being
+    /// read, so that a small limit under a filter that rejects most documents
+    /// does not read them 16 at a time.
+    floor: usize,
     /// How a [parallel](Cursor::parallel) cursor decodes a large batch on
     /// the rayon pool (`None`: serial, one document at a time).
     decode_batch: Option<DecodeBatch<T>>,
@@ -304,6 +323,7 @@ impl<'t, T> Cursor<'t, T> {
             counting: false,
             counted: 0,
             batch: BATCH,
+            floor: MIN_BATCH,
             decode_batch: None,
         };
         cursor.state = if remaining == 0 {
@@ -398,23 +418,25 @@ impl<'t, T> Cursor<'t, T> {
     }
 
     /// How many documents the next batch reads: the cursor's batch size, or
-    /// fewer when the limit (with the skip before it) wants fewer matches, so
-    /// that a small limit reads few documents.
+    /// fewer (down to its floor) when the limit (with the skip before it)
+    /// wants fewer matches, so that a small limit reads few documents.
     fn batch_len(&self) -> usize {
         if self.counting {
             return self.batch;
         }
         self.remaining
             .saturating_add(self.to_skip)
-            .clamp(MIN_BATCH, self.batch)
+            .clamp(self.floor, self.batch)
     }
 
     /// After a batch: a cursor that keeps being read reads more at a time,
-    /// up to [`PAR_BATCH`] when it decodes in parallel.
+    /// its floor up to its batch size, its batch size up to [`PAR_BATCH`]
+    /// when it decodes in parallel.
     fn grow_batch(&mut self) {
         if self.decode_batch.is_some() {
             self.batch = (self.batch * 2).min(PAR_BATCH);
         }
+        self.floor = (self.floor * 2).min(self.batch);
     }
 
     /// Reads the documents with `keys` and takes them.
@@ -428,13 +450,35 @@ impl<'t, T> Cursor<'t, T> {
 
     /// Takes a batch of documents read, in order: checks the filter (unless
     /// `check` is false: they passed it already), skips, counts the limit and
-    /// decodes the rest, stopping at the limit. With [`parallel`](Self::parallel), the filter and the decoding
-    /// of a large batch run on the rayon pool; the results keep their order.
+    /// decodes the rest, stopping at the limit. With [`parallel`](Self::parallel),
+    /// a large batch runs on the rayon pool, the results in order: filter and
+    /// decoding in one pass when every match becomes a result, else the
+    /// filter, then the decoding of what the skip and limit let through.
     fn take(&mut self, docs: &[RawDoc<'_>], check: bool) -> Result<()> {
         let filter = self.plan.filter.as_ref().filter(|_| check);
+        let projection = self.plan.projection.as_deref();
+        let parallel = self.decode_batch.filter(|_| docs.len() >= PAR_MIN);
+        // Every match of the batch becomes a result (no skip, no limit inside
+        // it): filter and decode in one pass on the pool.
+        let fused = !self.counting && self.to_skip == 0 && self.remaining >= docs.len();
+        if let Some(batch) = parallel.filter(|_| fused) {
+            let refs: Vec<&RawDoc<'_>> = docs.iter().collect();
+            for item in batch(&self.read, self.decode, filter, &refs, projection) {
+                if check {
+                    self.stats.docs_read += 1;
+                }
+                let Some(result) = item? else { continue };
+                if check {
+                    self.stats.matched += 1;
+                }
+                self.remaining -= 1;
+                self.out.push_back(result);
+            }
+            return Ok(());
+        }
         let verdicts: Option<Vec<Result<bool>>> = filter.map(|f| {
             let verdict = |doc: &RawDoc<'_>| Ok(f.matches(doc.raw()?));
-            if self.decode_batch.is_some() && docs.len() >= PAR_MIN {
+            if parallel.is_some() {
                 docs.par_iter().map(verdict).collect()
             } else {
                 docs.iter().map(verdict).collect()
@@ -468,15 +512,15 @@ impl<'t, T> Cursor<'t, T> {
                 chosen.push(doc);
             }
         }
-        if !chosen.is_empty() {
-            let projection = self.plan.projection.as_deref();
-            if let Some(decode_batch) = self.decode_batch.filter(|_| chosen.len() >= PAR_MIN) {
-                decode_batch(&self.read, self.decode, &chosen, projection, &mut self.out);
-            } else {
-                for doc in chosen {
-                    let result = (self.decode)(&self.read, &mut self.mat, doc, projection);
-                    self.out.push_back(result);
-                }
+        if let Some(batch) = self.decode_batch.filter(|_| chosen.len() >= PAR_MIN) {
+            // No filter: every item is `Ok(Some(result))`.
+            let results = batch(&self.read, self.decode, None, &chosen, projection);
+            self.out
+                .extend(results.into_iter().filter_map(|r| r.ok().flatten()));
+        } else {
+            for doc in chosen {
+                let result = (self.decode)(&self.read, &mut self.mat, doc, projection);
+                self.out.push_back(result);
             }
         }
         Ok(())
