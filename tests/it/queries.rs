@@ -1354,3 +1354,58 @@ fn large_results_decode_in_parallel_in_order() {
         }
     }
 }
+
+/// A stored document the filter cannot read ends a find with an error, after every match
+/// before it, on both of the executor's paths (a batch filtered and decoded in one pass, and
+/// one whose limit falls inside it); a find without a filter reports it as that item's
+/// decode error and goes on.
+#[test]
+fn a_damaged_document_ends_a_find_after_the_matches_before_it() {
+    use slate::core::store::{Batch, Op};
+    let t = crate::memory();
+    let docs: Vec<Document> = (0..3000).map(|i| doc! { "_id": i, "n": i }).collect();
+    let coll =
+        t.db.create_collection(CollectionConfig::new("broken"))
+            .expect("create");
+    coll.insert_many(docs).expect("insert");
+    // Overwrite document 1500's bytes, below the collection's writes: "c.{name}" is its
+    // column family, an unpartitioned document's key is "d:" and the encoded id.
+    let id = slate::core::value::encode_id(&Bson::Int32(1500)).expect("id");
+    let batch = Batch {
+        ops: vec![(
+            "c.broken".to_string(),
+            vec![Op::Put {
+                key: slate::core::keys::doc_key(&[], &id),
+                value: std::sync::Arc::from(&b"\xff\0\0\0\0"[..]),
+            }],
+        )],
+    };
+    t.db.database().store().apply(batch, &mut |_| {}).expect("damage");
+    assert!(coll.get(1500).is_err(), "the damage is in place");
+
+    for limit in [None, Some(1600)] {
+        let mut find = coll.find(doc! { "n": { "$gte": 0 } });
+        if let Some(l) = limit {
+            find = find.limit(l);
+        }
+        let items: Vec<Result<Document, slate::query::Error>> = find.iter().expect("iter").collect();
+        let ok: Vec<i32> = items
+            .iter()
+            .map_while(|d| d.as_ref().ok())
+            .map(|d| d.get_i32("_id").expect("id"))
+            .collect();
+        assert_eq!(ok, (0..1500).collect::<Vec<_>>(), "limit {limit:?}");
+        assert_eq!(items.len(), 1501, "limit {limit:?}: one error, then the end");
+        assert!(items[1500].is_err(), "limit {limit:?}");
+    }
+    // No filter: the document fails to decode as its own item; the others still come.
+    let items: Vec<Result<Document, slate::query::Error>> =
+        coll.find(doc! {}).iter().expect("iter").collect();
+    assert_eq!(items.len(), 3000);
+    assert_eq!(
+        items.iter().position(Result::is_err),
+        Some(1500),
+        "the bad item in its place"
+    );
+    assert_eq!(items.iter().filter(|i| i.is_err()).count(), 1);
+}

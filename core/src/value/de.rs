@@ -17,7 +17,9 @@
 //! check it), with one addition: a date asked for as an `i64` reads as its
 //! milliseconds since the epoch, where bson refuses it, so a timestamp field
 //! can skip the `{"$date": ..}` map (a tenth of a typed find's decoding on
-//! the bench's records).
+//! the bench's records). Only a field serde asks for as an `i64` gets it: one
+//! read through `#[serde(flatten)]` or an untagged enum is buffered through
+//! `deserialize_any` and sees the map, as with bson.
 
 use std::fmt;
 

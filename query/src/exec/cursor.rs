@@ -77,7 +77,8 @@ enum State {
 pub struct ExecStats {
     /// Keys produced by the ID tier.
     pub keys: u64,
-    /// Documents read (bytes fetched).
+    /// Documents read and examined (checked against the filter). A batch
+    /// read past the limit counts only the documents before it.
     pub docs_read: u64,
     /// Documents that passed the filter.
     pub matched: u64,
@@ -169,6 +170,8 @@ pub struct Cursor<'t, T = Document> {
     /// read, so that a small limit under a filter that rejects most documents
     /// does not read them 16 at a time.
     floor: usize,
+    /// An error that ends the cursor once the results before it are taken.
+    pending: Option<crate::Error>,
     /// How a [parallel](Cursor::parallel) cursor decodes a large batch on
     /// the rayon pool (`None`: serial, one document at a time).
     decode_batch: Option<DecodeBatch<T>>,
@@ -324,6 +327,7 @@ impl<'t, T> Cursor<'t, T> {
             counted: 0,
             batch: BATCH,
             floor: MIN_BATCH,
+            pending: None,
             decode_batch: None,
         };
         cursor.state = if remaining == 0 {
@@ -429,10 +433,13 @@ impl<'t, T> Cursor<'t, T> {
             .clamp(self.floor, self.batch)
     }
 
-    /// After a batch: a cursor that keeps being read reads more at a time,
-    /// its floor up to its batch size, its batch size up to [`PAR_BATCH`]
-    /// when it decodes in parallel.
-    fn grow_batch(&mut self) {
+    /// After a batch of `read` documents (none: nothing changes): a cursor
+    /// that keeps being read reads more at a time, its floor up to its batch
+    /// size, its batch size up to [`PAR_BATCH`] when it decodes in parallel.
+    fn grow_batch(&mut self, read: usize) {
+        if read == 0 {
+            return;
+        }
         if self.decode_batch.is_some() {
             self.batch = (self.batch * 2).min(PAR_BATCH);
         }
@@ -474,6 +481,7 @@ impl<'t, T> Cursor<'t, T> {
                 self.remaining -= 1;
                 self.out.push_back(result);
             }
+            self.grow_batch(docs.len());
             return Ok(());
         }
         let verdicts: Option<Vec<Result<bool>>> = filter.map(|f| {
@@ -486,6 +494,9 @@ impl<'t, T> Cursor<'t, T> {
         });
         let mut verdicts = verdicts.map(Vec::into_iter);
         let mut chosen: Vec<&RawDoc<'_>> = Vec::new();
+        // A document the filter cannot read ends the cursor, after the
+        // matches before it.
+        let mut failed = None;
         for doc in docs {
             if self.remaining == 0 {
                 break;
@@ -494,8 +505,13 @@ impl<'t, T> Cursor<'t, T> {
                 self.stats.docs_read += 1;
             }
             if let Some(v) = verdicts.as_mut() {
-                if !v.next().unwrap_or(Ok(false))? {
-                    continue;
+                match v.next().unwrap_or(Ok(false)) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
                 }
             }
             if check {
@@ -514,16 +530,20 @@ impl<'t, T> Cursor<'t, T> {
         }
         if let Some(batch) = self.decode_batch.filter(|_| chosen.len() >= PAR_MIN) {
             // No filter: every item is `Ok(Some(result))`.
-            let results = batch(&self.read, self.decode, None, &chosen, projection);
-            self.out
-                .extend(results.into_iter().filter_map(|r| r.ok().flatten()));
+            for item in batch(&self.read, self.decode, None, &chosen, projection) {
+                match item {
+                    Ok(Some(result)) => self.out.push_back(result),
+                    _ => unreachable!("a batch decoded without a filter rejects nothing"),
+                }
+            }
         } else {
             for doc in chosen {
                 let result = (self.decode)(&self.read, &mut self.mat, doc, projection);
                 self.out.push_back(result);
             }
         }
-        Ok(())
+        self.grow_batch(docs.len());
+        failed.map_or(Ok(()), Err)
     }
 
     fn fill(&mut self) -> Result<()> {
@@ -620,7 +640,6 @@ impl<'t, T> Cursor<'t, T> {
                     };
                 }
             }
-            self.grow_batch();
         }
         Ok(())
     }
@@ -644,9 +663,17 @@ impl<T> Iterator for Cursor<'_, T> {
             return None;
         }
         if self.out.is_empty() {
-            if let Err(e) = self.fill() {
+            if let Some(e) = self.pending.take() {
                 self.failed = true;
                 return Some(Err(e));
+            }
+            if let Err(e) = self.fill() {
+                if self.out.is_empty() {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+                // The results read before it come first.
+                self.pending = Some(e);
             }
         }
         self.out.pop_front()
