@@ -417,10 +417,9 @@ impl<'db> WriteTxn<'db> {
         &mut self,
         collection: &str,
         parts: Option<&[Part]>,
-        docs: Vec<Document>,
+        mut docs: Vec<Document>,
     ) -> Result<Vec<Bson>> {
         let config = self.config(collection)?;
-        let mut docs = docs;
         // Ids are generated here, in order, so that generated ObjectIds
         // ascend as the documents do (but where bson's counter wraps, which
         // costs the sorts below their fast paths, nothing else); a document
