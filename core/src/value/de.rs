@@ -168,7 +168,7 @@ fn length(b: &[u8], at: usize, min: usize) -> DeResult<usize> {
 /// Where the C string starting at `at` ends (its NUL byte).
 fn cstring_end(b: &[u8], at: usize) -> DeResult<usize> {
     b.get(at..)
-        .and_then(|rest| rest.iter().position(|&c| c == 0))
+        .and_then(super::nul_at)
         .map(|n| at + n)
         .ok_or_else(|| malformed("unterminated name"))
 }

@@ -119,12 +119,15 @@ fn fill_fast(out: &mut Document, b: &[u8]) -> bool {
         if at >= end {
             return false;
         }
-        // Type byte, key as a C string, value.
+        // Type byte, key as a C string, value. The layout's key (read from
+        // a C string, so free of NUL bytes) is compared where the element's
+        // key starts, NUL included: no search for the key's end.
         let kind = b[at];
-        let Some(key_len) = b[at + 1..end].iter().position(|&c| c == 0) else {
-            return false;
-        };
-        if &b[at + 1..at + 1 + key_len] != key.as_bytes() {
+        let key_len = key.len();
+        if at + 1 + key_len >= end
+            || b[at + 1 + key_len] != 0
+            || &b[at + 1..at + 1 + key_len] != key.as_bytes()
+        {
             return false;
         }
         let Some((value, next)) = fast_value(kind, b, at + 1 + key_len + 1) else {

@@ -38,6 +38,30 @@ pub use path::{index_values, lookup_path, visit_path, FieldPath, LeafArrays, Pat
 pub(crate) use project::{pick_top_level, project_path};
 pub use serialize::{to_bytes, to_shared_bytes};
 
+/// Where the first NUL byte of `b` is (the end of a BSON key), looked for
+/// eight bytes at a time: keys are a few to a few dozen bytes, where a
+/// byte-by-byte search was about a third of a field lookup's time and
+/// `memchr`'s call and set-up cost more than they saved on a sorted find.
+#[inline]
+pub(crate) fn nul_at(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut words = b.chunks_exact(8);
+    let mut at = 0;
+    for word in words.by_ref() {
+        let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        // A byte's high bit is set here if it is 0; bytes above a 0 may be
+        // flagged too, never a byte below the first 0, which is what the
+        // lowest flag (the first byte, read little-endian) gives.
+        let zeros = w.wrapping_sub(ONES) & !w & HIGHS;
+        if zeros != 0 {
+            return Some(at + (zeros.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    words.remainder().iter().position(|&c| c == 0).map(|n| at + n)
+}
+
 /// Errors of the value layer: bad `_id` types, undecodable key bytes, bad field paths.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

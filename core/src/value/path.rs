@@ -233,7 +233,7 @@ fn scan<'a>(b: &'a [u8], name: &[u8]) -> Scan<'a> {
     use bson::spec::ElementType as T;
     let mut at = 4;
     while at + 1 < b.len() {
-        let Some(key_len) = b[at + 1..].iter().position(|&c| c == 0) else {
+        let Some(key_len) = super::nul_at(&b[at + 1..]) else {
             return Scan::Missing;
         };
         let key = &b[at + 1..at + 1 + key_len];

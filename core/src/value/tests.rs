@@ -416,7 +416,7 @@ fn materializer_refuses_what_try_from_refuses() {
 
 /// Documents as bytes, some with one byte overwritten (the frame kept valid).
 fn field_docs() -> impl Strategy<Value = (Vec<u8>, &'static str)> {
-    let key = prop::sample::select(vec!["a", "b", "c", "é"]);
+    let key = prop::sample::select(vec!["a", "b", "c", "é", "product_recommendation1"]);
     let fields = prop::collection::vec((key.clone(), value()), 0..5);
     (
         fields,
@@ -497,8 +497,12 @@ proptest! {
         at in any::<prop::sample::Index>(),
         byte in any::<u8>(),
     ) {
-        // Distinct keys, so that the layout has every field.
-        let fields: Vec<(&str, Bson)> = ["a", "b", "c", "d"].into_iter().zip(values).collect();
+        // Distinct keys, so that the layout has every field; some longer
+        // than a word, where a damaged byte falls inside a key more often.
+        let fields: Vec<(&str, Bson)> = ["a", "product_recommendation1", "c", "last_contacted_é"]
+            .into_iter()
+            .zip(values)
+            .collect();
         let good = raw_fields(&fields);
         let mut m = Materializer::new();
         m.document(&good).expect("valid");
@@ -732,5 +736,20 @@ proptest! {
         let mut out = Vec::new();
         prop_assert!(super::serialize::write_document(&doc, &mut out).is_some(), "{:?}", doc);
         prop_assert_eq!(out, bson::to_vec(&doc).expect("valid"));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    /// The word-at-a-time key end search finds the first NUL a byte loop
+    /// finds, wherever it falls in or across words, and none where none is.
+    #[test]
+    fn nul_at_finds_the_first_nul(
+        bytes in prop::collection::vec(prop_oneof![Just(0u8), Just(0x80u8), Just(1u8), any::<u8>()], 0..40),
+        skip in 0usize..8,
+    ) {
+        let b = &bytes[skip.min(bytes.len())..];
+        prop_assert_eq!(super::nul_at(b), b.iter().position(|&c| c == 0));
     }
 }
