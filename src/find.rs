@@ -135,7 +135,7 @@ impl<'c> Find<'c> {
         let read = txn.collection(&self.coll.name)?;
         let parts = self.coll.parts(&read)?;
         let plan = plan_find(&read, &parts, &spec)?;
-        Ok(Cursor::with_decode(read, plan, parts, decode)?.parallel())
+        Ok(Cursor::with_decode_parallel(read, plan, parts, decode)?)
     }
 
     /// Counts the matches (after skip and limit) without materialising them.

@@ -1262,9 +1262,10 @@ fn the_reference_sort_is_not_vacuous() {
 }
 
 /// Finds whose results span the executor's growing batches (256 documents, doubling to
-/// 2,048, filtered and decoded on the rayon pool from 512): every document comes once, in
-/// order, skips and limits fall inside and across batches, and a document that fails to
-/// decode fails its own item, at its own place, with the others intact.
+/// 2,048, filtered and decoded on the rayon pool from 512) and its parallel sort's windows
+/// (8,192 documents): every document comes once, in order, skips and limits fall inside and
+/// across batches, and a document that fails to decode fails its own item, at its own
+/// place, with the others intact.
 #[test]
 fn large_results_decode_in_parallel_in_order() {
     #[derive(Debug, PartialEq, serde::Deserialize)]
@@ -1315,6 +1316,24 @@ fn large_results_decode_in_parallel_in_order() {
             Query {
                 projection: Some(vec!["n".into()]),
                 ..sort_n(doc! { "status": { "$ne": "s3" } })
+            },
+            // A bounded sort whose ties (each `n` comes nine times) and strings (after
+            // every number) fall across the parallel sort's tasks and windows: through an
+            // index, then a scan, then descending.
+            Query {
+                skip: 10,
+                limit: Some(50),
+                ..sort_n(doc! { "status": { "$in": ["s1", "s2", "s3", "s4", "s5", "s6"] } })
+            },
+            Query {
+                skip: 3,
+                limit: Some(200),
+                ..sort_n(doc! { "odd": false })
+            },
+            Query {
+                sort: vec![("n".into(), true)],
+                limit: Some(40),
+                ..q(doc! {})
             },
         ];
         for query in &queries {
@@ -1397,6 +1416,16 @@ fn a_damaged_document_ends_a_find_after_the_matches_before_it() {
         assert_eq!(ok, (0..1500).collect::<Vec<_>>(), "limit {limit:?}");
         assert_eq!(items.len(), 1501, "limit {limit:?}: one error, then the end");
         assert!(items[1500].is_err(), "limit {limit:?}");
+    }
+    // A sort reads every document before its first result: the find fails, whether its
+    // heap is small or large.
+    for limit in [3, 2000] {
+        let sorted = coll
+            .find(doc! { "n": { "$gte": 0 } })
+            .sort("n")
+            .limit(limit)
+            .run();
+        assert!(sorted.is_err(), "limit {limit}: {sorted:?}");
     }
     // No filter: the document fails to decode as its own item; the others still come.
     let items: Vec<Result<Document, slate::query::Error>> =

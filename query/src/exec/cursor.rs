@@ -9,9 +9,12 @@
 //! enter the result (a bounded heap when a limit follows), then project
 //! lazily. Records failing the filter are never copied or materialised.
 //!
-//! A [parallel](Cursor::parallel) cursor (the facade's finds) filters and
-//! decodes a large batch on the rayon pool, in order; its batches double
-//! from 256 documents to 2,048 while it keeps being read.
+//! A [parallel](Cursor::with_decode_parallel) cursor (the facade's finds)
+//! filters and decodes a large batch on the rayon pool, in order; its
+//! batches double from 256 documents to 2,048 while it keeps being read. Its
+//! sort reads 8,192 documents at a time and filters and keys them on the
+//! pool, each task keeping its own top n, merged after each window, while
+//! the next window is read.
 //!
 //! What a result is depends on the cursor's [`Decode`]: a `bson::Document`
 //! (the default), the stored bytes as a `RawDocumentBuf` ([`decode_raw`]), or
@@ -36,13 +39,20 @@ const BATCH: usize = 256;
 /// [`BATCH`]: a small limit with a filter that rejects some still takes few
 /// batches.
 const MIN_BATCH: usize = 16;
-/// Most documents read per batch by a [parallel](Cursor::parallel) cursor,
+/// Most documents read per batch by a [parallel](Cursor::with_decode_parallel) cursor,
 /// which doubles its batch from [`BATCH`] while it keeps being read: a
 /// consumer that stops early reads little, a long scan splits its work into
 /// few fork-joins.
 const PAR_BATCH: usize = 2048;
 /// Fewest documents a batch's filter or decoding splits across threads.
 const PAR_MIN: usize = 512;
+/// Documents a parallel cursor's sort reads before filtering and keying
+/// them on the rayon pool: one fork-join per window costs little against
+/// its documents, and a backend that copies documents out (RocksDB) holds
+/// few at once.
+const SORT_WINDOW: usize = 8_192;
+/// Documents one task of a parallel sort filters and keys.
+const SORT_CHUNK: usize = 1_024;
 
 enum State {
     /// Scanning partition `part` from key `from`.
@@ -112,7 +122,7 @@ pub fn decode_raw(
 /// Filters (when given a filter) and decodes a batch of documents on the
 /// rayon pool, one item per document in order: `Err` for a document the
 /// filter could not read, `None` for one it rejects, else the decoded result
-/// (see [`Cursor::parallel`]).
+/// (see [`Cursor::with_decode_parallel`]).
 type DecodeBatch<T> = fn(
     &CollectionRead<'_>,
     Decode<T>,
@@ -172,7 +182,7 @@ pub struct Cursor<'t, T = Document> {
     floor: usize,
     /// An error that ends the cursor once the results before it are taken.
     pending: Option<crate::Error>,
-    /// How a [parallel](Cursor::parallel) cursor decodes a large batch on
+    /// How a [parallel](Cursor::with_decode_parallel) cursor decodes a large batch on
     /// the rayon pool (`None`: serial, one document at a time).
     decode_batch: Option<DecodeBatch<T>>,
 }
@@ -248,9 +258,126 @@ pub fn source_keys(read: &CollectionRead<'_>, parts: &[Part], source: &Source) -
     }
 }
 
-/// Reads every candidate document of `source` in `parts` (batched multi_get
-/// for index sources, one pass for a scan), checks `filter` on its borrowed
-/// bytes, and hands each match to `f` until `f` breaks. Counts into `stats`.
+/// The candidate documents of a source, read a window at a time: a batched
+/// multi_get of the next keys an index source produced, or the next
+/// documents of a scan, partition after partition.
+enum Windows<'a> {
+    Keys {
+        read: &'a CollectionRead<'a>,
+        chunks: std::slice::Chunks<'a, Vec<u8>>,
+    },
+    Scan {
+        read: &'a CollectionRead<'a>,
+        parts: std::slice::Iter<'a, Part>,
+        docs: Option<DocIter<'a>>,
+        window: usize,
+        /// A read error, reported after the documents before it.
+        pending: Option<crate::Error>,
+    },
+}
+
+/// A scan of one partition.
+type DocIter<'a> = Box<dyn Iterator<Item = slate_core::Result<RawDoc<'a>>> + Send + 'a>;
+
+impl<'a> Windows<'a> {
+    /// Windows of at most `window` documents of `parts`: those with `keys`
+    /// (what an index source produced) when given, else all of them.
+    fn new(
+        read: &'a CollectionRead<'a>,
+        parts: &'a [Part],
+        keys: Option<&'a [Vec<u8>]>,
+        window: usize,
+    ) -> Self {
+        match keys {
+            Some(keys) => Windows::Keys {
+                read,
+                chunks: keys.chunks(window),
+            },
+            None => Windows::Scan {
+                read,
+                parts: parts.iter(),
+                docs: None,
+                window,
+                pending: None,
+            },
+        }
+    }
+
+    /// The next window (`None` when every document was read). A window
+    /// may be empty when an index's keys name no documents.
+    fn next_window(&mut self) -> Result<Option<Vec<RawDoc<'a>>>> {
+        match self {
+            Windows::Keys { read, chunks } => {
+                let Some(chunk) = chunks.next() else {
+                    return Ok(None);
+                };
+                let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+                Ok(Some(read.get_keys(&refs)?.into_iter().flatten().collect()))
+            }
+            Windows::Scan {
+                read,
+                parts,
+                docs,
+                window,
+                pending,
+            } => {
+                if let Some(e) = pending.take() {
+                    return Err(e);
+                }
+                let mut out = Vec::with_capacity(*window);
+                let mut failed = None;
+                while out.len() < *window {
+                    let iter = match docs {
+                        Some(iter) => iter,
+                        None => match parts.next().map(|part| read.scan(part)) {
+                            Some(Ok(iter)) => docs.insert(Box::new(iter)),
+                            Some(Err(e)) => {
+                                failed = Some(e);
+                                break;
+                            }
+                            None => break,
+                        },
+                    };
+                    match iter.next() {
+                        Some(Ok(doc)) => out.push(doc),
+                        Some(Err(e)) => {
+                            failed = Some(e);
+                            break;
+                        }
+                        None => *docs = None,
+                    }
+                }
+                if let Some(e) = failed {
+                    if out.is_empty() {
+                        return Err(e.into());
+                    }
+                    *pending = Some(e.into());
+                }
+                Ok((!out.is_empty()).then_some(out))
+            }
+        }
+    }
+}
+
+/// The document keys an index source yields (counted into `stats`), or
+/// `None` for a scan: what [`Windows`] reads.
+fn index_keys(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    source: &Source,
+    stats: &mut ExecStats,
+) -> Result<Option<Vec<Vec<u8>>>> {
+    if !source.uses_index() {
+        return Ok(None);
+    }
+    let keys = source_keys(read, parts, source)?;
+    stats.keys = keys.len() as u64;
+    Ok(Some(keys))
+}
+
+/// Reads every candidate document of `source` in `parts`, checks `filter`
+/// on its borrowed bytes, and hands each match to `f` until `f` breaks.
+/// Counts into `stats`.
 fn visit_matches(
     read: &CollectionRead<'_>,
     parts: &[Part],
@@ -259,39 +386,54 @@ fn visit_matches(
     stats: &mut ExecStats,
     mut f: impl FnMut(&RawDoc<'_>) -> Result<ControlFlow<()>>,
 ) -> Result<()> {
-    let mut visit = |doc: &RawDoc<'_>, stats: &mut ExecStats| -> Result<ControlFlow<()>> {
-        stats.docs_read += 1;
-        let pass = match filter {
-            None => true,
-            Some(flt) => flt.matches(doc.raw()?),
-        };
-        if !pass {
-            return Ok(ControlFlow::Continue(()));
-        }
-        stats.matched += 1;
-        f(doc)
-    };
-    if source.uses_index() {
-        let keys = source_keys(read, parts, source)?;
-        stats.keys = keys.len() as u64;
-        for chunk in keys.chunks(BATCH) {
-            let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
-            for doc in read.get_keys(&refs)?.into_iter().flatten() {
-                if visit(&doc, stats)?.is_break() {
-                    return Ok(());
+    let keys = index_keys(read, parts, source, stats)?;
+    let mut windows = Windows::new(read, parts, keys.as_deref(), BATCH);
+    while let Some(docs) = windows.next_window()? {
+        for doc in &docs {
+            stats.docs_read += 1;
+            if let Some(flt) = filter {
+                if !flt.matches(doc.raw()?) {
+                    continue;
                 }
             }
-        }
-    } else {
-        for part in parts {
-            for doc in read.scan(part)? {
-                if visit(&doc?, stats)?.is_break() {
-                    return Ok(());
-                }
+            stats.matched += 1;
+            if f(doc)?.is_break() {
+                return Ok(());
             }
         }
     }
     Ok(())
+}
+
+/// Checks `doc` against `filter` and, when it matches, offers it to
+/// `sorter`, unless `shared` (the sort's heap, seen by every task of a
+/// parallel sort) would drop it: a task keeps no copy the merge would throw
+/// away. Returns whether the document matched.
+fn offer(
+    sorter: &mut Sorter<'_, Vec<u8>>,
+    shared: Option<&Sorter<'_, Vec<u8>>>,
+    filter: Option<&crate::filter::Filter>,
+    doc: &RawDoc<'_>,
+) -> Result<bool> {
+    let raw = doc.raw()?;
+    if let Some(f) = filter {
+        if !f.matches(raw) {
+            return Ok(false);
+        }
+    }
+    let fields = sorter.fields();
+    // Borrowed keys first: most documents fall out of a bounded heap.
+    let keys = || fields.iter().map(|f| sort_key_ref(raw, f));
+    let kept = shared.is_none_or(|s| s.would_keep_refs(keys(), &doc.key))
+        && sorter.would_keep_refs(keys(), &doc.key);
+    if kept {
+        sorter.push(Keyed {
+            keys: keys().map(|k| k.to_raw_bson()).collect(),
+            doc_key: doc.key.to_vec(),
+            item: doc.bytes.to_vec(),
+        });
+    }
+    Ok(true)
 }
 
 impl<'t> Cursor<'t> {
@@ -308,6 +450,35 @@ impl<'t, T> Cursor<'t, T> {
         plan: Plan,
         parts: Vec<Part>,
         decode: Decode<T>,
+    ) -> Result<Self> {
+        Self::start(read, plan, parts, decode, None)
+    }
+
+    /// [`with_decode`](Self::with_decode), filtering, sorting and decoding
+    /// large batches on the rayon pool (the results keep their order, and
+    /// errors come where they would have come): a long read then uses every
+    /// core, where a serial cursor spends one core's time per document.
+    /// Batches grow from 256 documents to 2,048 while the cursor keeps being
+    /// read, so a consumer that stops early still reads little. A sort reads
+    /// 8,192 documents at a time and filters and keys them in parallel.
+    pub fn with_decode_parallel(
+        read: CollectionRead<'t>,
+        plan: Plan,
+        parts: Vec<Part>,
+        decode: Decode<T>,
+    ) -> Result<Self>
+    where
+        T: Send,
+    {
+        Self::start(read, plan, parts, decode, Some(decode_parallel::<T>))
+    }
+
+    fn start(
+        read: CollectionRead<'t>,
+        plan: Plan,
+        parts: Vec<Part>,
+        decode: Decode<T>,
+        decode_batch: Option<DecodeBatch<T>>,
     ) -> Result<Self> {
         let to_skip = plan.skip;
         let remaining = plan.limit.unwrap_or(usize::MAX);
@@ -328,7 +499,7 @@ impl<'t, T> Cursor<'t, T> {
             batch: BATCH,
             floor: MIN_BATCH,
             pending: None,
-            decode_batch: None,
+            decode_batch,
         };
         cursor.state = if remaining == 0 {
             State::Done
@@ -356,20 +527,6 @@ impl<'t, T> Cursor<'t, T> {
         Ok(cursor)
     }
 
-    /// Filters and decodes large batches on the rayon pool (the results keep
-    /// their order, and errors come where they would have come): a long
-    /// read then uses every core, where a serial cursor spends one core's
-    /// time per document. Batches grow from 256 documents to 2,048 while the
-    /// cursor keeps being read, so a consumer that stops early still reads
-    /// little.
-    pub fn parallel(mut self) -> Self
-    where
-        T: Send,
-    {
-        self.decode_batch = Some(decode_parallel::<T>);
-        self
-    }
-
     /// Counters so far.
     pub fn stats(&self) -> ExecStats {
         self.stats
@@ -387,32 +544,60 @@ impl<'t, T> Cursor<'t, T> {
     }
 
     /// Reads, filters and sorts every candidate; keeps owned bytes only for
-    /// documents that can still make the result.
+    /// documents that can still make the result. A parallel cursor reads a
+    /// window of documents at a time and filters and keys it on the rayon
+    /// pool, each task into a heap of its own, merged into the sort's heap
+    /// after the window; the next window is read meanwhile. (A serial scan
+    /// that fed the threads batch by batch lost to the serial sort: the
+    /// read was not overlapped and the handoffs cost more than the threads
+    /// won.)
     fn sorted(&mut self) -> Result<State> {
         let bound = self.plan.limit.map(|l| l.saturating_add(self.plan.skip));
         let fields = self.plan.sort.clone();
+        let filter = self.plan.filter.as_ref();
+        let parallel = self.decode_batch.is_some();
         let mut sorter: Sorter<'_, Vec<u8>> = Sorter::new(&fields, bound);
         let mut stats = ExecStats::default();
-        visit_matches(
-            &self.read,
-            &self.parts,
-            &self.plan.source,
-            self.plan.filter.as_ref(),
-            &mut stats,
-            |doc| {
-                let raw = doc.raw()?;
-                // Borrowed keys first: most documents fall out of a bounded heap.
-                let keys = || fields.iter().map(|f| sort_key_ref(raw, f));
-                if sorter.would_keep_refs(keys(), &doc.key) {
-                    sorter.push(Keyed {
-                        keys: keys().map(|k| k.to_raw_bson()).collect(),
-                        doc_key: doc.key.to_vec(),
-                        item: doc.bytes.to_vec(),
-                    });
+        let keys = index_keys(&self.read, &self.parts, &self.plan.source, &mut stats)?;
+        let window = if parallel { SORT_WINDOW } else { BATCH };
+        let mut windows = Windows::new(&self.read, &self.parts, keys.as_deref(), window);
+        let mut current = windows.next_window()?;
+        while let Some(docs) = current {
+            stats.docs_read += docs.len() as u64;
+            if !parallel || docs.len() < PAR_MIN {
+                for doc in &docs {
+                    stats.matched += u64::from(offer(&mut sorter, None, filter, doc)?);
                 }
-                Ok(ControlFlow::Continue(()))
-            },
-        )?;
+                current = windows.next_window()?;
+                continue;
+            }
+            // The next window is read while this one is filtered and keyed;
+            // the thread reading it then joins in.
+            let shared = &sorter;
+            let (next, tasks) = rayon::join(
+                || windows.next_window(),
+                || {
+                    docs.par_chunks(SORT_CHUNK)
+                        .map(|chunk| {
+                            let mut own = Sorter::new(&fields, bound);
+                            let mut matched = 0;
+                            for doc in chunk {
+                                matched += u64::from(offer(&mut own, Some(shared), filter, doc)?);
+                            }
+                            Ok((own.into_kept(), matched))
+                        })
+                        .collect::<Vec<Result<_>>>()
+                },
+            );
+            for task in tasks {
+                let (kept, matched) = task?;
+                stats.matched += matched;
+                for keyed in kept {
+                    sorter.push(keyed);
+                }
+            }
+            current = next?;
+        }
         self.stats = stats;
         let docs: Vec<(Vec<u8>, Vec<u8>)> =
             sorter.finish().into_iter().map(|k| (k.doc_key, k.item)).collect();
@@ -457,7 +642,7 @@ impl<'t, T> Cursor<'t, T> {
 
     /// Takes a batch of documents read, in order: checks the filter (unless
     /// `check` is false: they passed it already), skips, counts the limit and
-    /// decodes the rest, stopping at the limit. With [`parallel`](Self::parallel),
+    /// decodes the rest, stopping at the limit. With [`with_decode_parallel`](Self::with_decode_parallel),
     /// a large batch runs on the rayon pool, the results in order: filter and
     /// decoding in one pass when every match becomes a result, else the
     /// filter, then the decoding of what the skip and limit let through.

@@ -229,13 +229,23 @@ impl<'f, T> Sorter<'f, T> {
         }
     }
 
+    /// The fields sorted on.
+    pub fn fields(&self) -> &'f [SortField] {
+        self.fields
+    }
+
+    /// The kept items in no particular order (to offer to another sorter).
+    pub fn into_kept(self) -> Vec<Keyed<T>> {
+        match self.bound {
+            None => self.all,
+            Some(_) => self.heap.into_iter().map(|e| e.0.keyed).collect(),
+        }
+    }
+
     /// The kept items in sort order.
     pub fn finish(self) -> Vec<Keyed<T>> {
         let fields = self.fields;
-        let mut out: Vec<Keyed<T>> = match self.bound {
-            None => self.all,
-            Some(_) => self.heap.into_iter().map(|e| e.0.keyed).collect(),
-        };
+        let mut out = self.into_kept();
         out.sort_by(|a, b| compare_keys(&a.keys, &b.keys, fields).then_with(|| a.doc_key.cmp(&b.doc_key)));
         out
     }
