@@ -87,7 +87,7 @@ impl<'c> Find<'c> {
     /// Runs the query lazily: documents are read, filtered and materialised
     /// batch by batch as the iterator advances, all from one snapshot. A
     /// batch of 512 documents or more is filtered and materialised on the
-    /// rayon pool (in order); batches grow from 256 documents to 2,048 while
+    /// rayon pool (in order); batches grow from 256 documents to 8,192 while
     /// the iterator keeps being read.
     pub fn iter(self) -> Result<Cursor<'c>> {
         self.cursor(slate_query::decode_document)

@@ -1262,7 +1262,7 @@ fn the_reference_sort_is_not_vacuous() {
 }
 
 /// Finds whose results span the executor's growing batches (256 documents, doubling to
-/// 2,048, filtered and decoded on the rayon pool from 512) and its parallel sort's windows
+/// 8,192, filtered and decoded on the rayon pool from 512) and its parallel sort's windows
 /// (8,192 documents): every document comes once, in order, skips and limits fall inside and
 /// across batches, and a document that fails to decode fails its own item, at its own
 /// place, with the others intact.

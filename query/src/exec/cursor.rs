@@ -11,7 +11,7 @@
 //!
 //! A [parallel](Cursor::with_decode_parallel) cursor (the facade's finds)
 //! filters and decodes a large batch on the rayon pool, in order; its
-//! batches double from 256 documents to 2,048 while it keeps being read. Its
+//! batches double from 256 documents to 8,192 while it keeps being read. Its
 //! sort reads 8,192 documents at a time and filters and keys them on the
 //! pool, each task keeping its own top n, merged after each window, while
 //! the next window is read.
@@ -43,7 +43,7 @@ const MIN_BATCH: usize = 16;
 /// which doubles its batch from [`BATCH`] while it keeps being read: a
 /// consumer that stops early reads little, a long scan splits its work into
 /// few fork-joins.
-const PAR_BATCH: usize = 2048;
+const PAR_BATCH: usize = 8192;
 /// Fewest documents a batch's filter or decoding splits across threads.
 const PAR_MIN: usize = 512;
 /// Documents a parallel cursor's sort reads before filtering and keying
@@ -458,7 +458,7 @@ impl<'t, T> Cursor<'t, T> {
     /// large batches on the rayon pool (the results keep their order, and
     /// errors come where they would have come): a long read then uses every
     /// core, where a serial cursor spends one core's time per document.
-    /// Batches grow from 256 documents to 2,048 while the cursor keeps being
+    /// Batches grow from 256 documents to 8,192 while the cursor keeps being
     /// read, so a consumer that stops early still reads little. A sort reads
     /// 8,192 documents at a time and filters and keys them in parallel.
     pub fn with_decode_parallel(
