@@ -108,6 +108,26 @@ fn several_partitions_at_once() {
             doc! { "_id": 0, "tenant": "globex", "status": "s0", "n": 0 },
         ];
         assert_same_docs(&got, &want, b);
+        // A sort over 512 candidates or more runs on the pool, its window spanning both
+        // partitions.
+        let got = two
+            .find(doc! { "n": { "$gte": 40 } })
+            .sort("n:desc")
+            .sort("tenant")
+            .limit(5)
+            .run()
+            .expect("find");
+        let want: Vec<Document> = [
+            (299, "acme"),
+            (299, "globex"),
+            (298, "acme"),
+            (298, "globex"),
+            (297, "acme"),
+        ]
+        .into_iter()
+        .map(|(i, tenant)| doc! { "_id": i, "tenant": tenant, "status": format!("s{}", i % 30), "n": i })
+        .collect();
+        assert_same_docs(&got, &want, b);
         let got = two.find(doc! { "status": "s3" }).run().expect("find");
         assert_eq!(got.len(), 20, "[{b}]");
         assert!(got.iter().all(|d| d.get_str("tenant") != Ok("initech")), "[{b}]");
