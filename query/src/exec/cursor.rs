@@ -361,7 +361,7 @@ impl<'a> Windows<'a> {
 }
 
 /// The document keys an index source yields (counted into `stats`), or
-/// `None` for a scan: what [`Windows`] reads.
+/// `None` for a scan: what [`Windows`] and a streaming merge read.
 fn index_keys(
     read: &CollectionRead<'_>,
     parts: &[Part],
@@ -520,9 +520,12 @@ impl<'t, T> Cursor<'t, T> {
                 after: None,
                 seen: dedupe.then(HashSet::new),
             }
-        } else if cursor.plan.source.uses_index() {
-            let keys = source_keys(&cursor.read, &cursor.parts, &cursor.plan.source)?;
-            cursor.stats.keys = keys.len() as u64;
+        } else if let Some(keys) = index_keys(
+            &cursor.read,
+            &cursor.parts,
+            &cursor.plan.source,
+            &mut cursor.stats,
+        )? {
             State::Keys { keys, pos: 0 }
         } else {
             State::Scan { part: 0, from: None }
