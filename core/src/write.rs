@@ -291,15 +291,52 @@ impl<'db> WriteTxn<'db> {
     /// new document); `p`'s bytes move into the transaction.
     fn write(&mut self, config: &CollectionConfig, p: Prepared, old: Option<&Prepared>) -> Result<()> {
         let cf = collection_cf(&config.name);
+        self.mark(config, &cf, matches!(p.id, Bson::Int32(_)), &p.multikey)?;
         let mut puts = Vec::new();
         self.write_into(config, &cf, p, old, &mut puts)?;
         self.txn.put_many(&cf, puts)
     }
 
+    /// Stages the collection markers that documents of `config` call for:
+    /// an `int32` id deletes the exact-ids marker, an array at an indexed
+    /// field sets that field's `multikey` marker. Every read comes before
+    /// the first change, so a failed read (a disk error) stages nothing.
+    fn mark<'f>(
+        &mut self,
+        config: &CollectionConfig,
+        cf: &str,
+        int32: bool,
+        multikey: impl IntoIterator<Item = &'f String>,
+    ) -> Result<()> {
+        let exact_ids = match int32 && !self.int32_marked.contains(&config.name) {
+            true => Some(self.txn.get(cf, &keys::exact_ids_key())?.is_some()),
+            false => None,
+        };
+        let mut unmarked = Vec::new();
+        for field in multikey {
+            let mk = keys::multikey_key(field);
+            if !unmarked.contains(&mk) && self.txn.get(cf, &mk)?.is_none() {
+                unmarked.push(mk);
+            }
+        }
+        if let Some(present) = exact_ids {
+            if present {
+                self.txn.delete(cf, keys::exact_ids_key())?;
+            }
+            self.int32_marked.insert(config.name.clone());
+        }
+        for mk in unmarked {
+            self.txn.put(cf, mk, Vec::new())?;
+        }
+        Ok(())
+    }
+
     /// [`write`](Self::write), except that the puts of the document, its
     /// new index entries and its vectors in the collection's column family
     /// are pushed to `puts` for the caller to hand to the transaction, many
-    /// documents' at once. Nothing this writes reads them back.
+    /// documents' at once. Nothing this writes reads them back. The caller
+    /// stages the document's markers first ([`mark`](Self::mark)): what is
+    /// left here reads nothing, so with no `old` it cannot fail halfway.
     fn write_into(
         &mut self,
         config: &CollectionConfig,
@@ -337,19 +374,6 @@ impl<'db> WriteTxn<'db> {
                 for k in missing_from(&p.index_keys, &old.index_keys) {
                     puts.push((k.clone(), Bytes::clone(&id)));
                 }
-            }
-        }
-        if matches!(p.id, Bson::Int32(_)) && !self.int32_marked.contains(&config.name) {
-            let marker = keys::exact_ids_key();
-            if self.txn.get(cf, &marker)?.is_some() {
-                self.txn.delete(cf, marker)?;
-            }
-            self.int32_marked.insert(config.name.clone());
-        }
-        for field in &p.multikey {
-            let mk = keys::multikey_key(field);
-            if self.txn.get(cf, &mk)?.is_none() {
-                self.txn.put(cf, mk, Vec::new())?;
             }
         }
         for vf in &config.vectors {
@@ -502,6 +526,11 @@ impl<'db> WriteTxn<'db> {
                 start += run;
             }
         }
+        // The markers of every document before any document is staged:
+        // reading them may fail, and must leave the transaction as it was.
+        let int32 = prepared.iter().flatten().any(|p| matches!(p.id, Bson::Int32(_)));
+        let multikey: BTreeSet<&String> = prepared.iter().flatten().flat_map(|p| &p.multikey).collect();
+        self.mark(&config, &cf, int32, multikey)?;
         let mut ids = Vec::with_capacity(good);
         let mut puts = Vec::with_capacity(good * (1 + config.indexes.len() + config.vectors.len()));
         let mut prefix_lens = Vec::with_capacity(puts.capacity());

@@ -1,11 +1,16 @@
 //! Collections and documents on both backends: ids, duplicates, indexes kept
 //! in step, partitions, vectors refused or stored, integrity after random writes.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
 use proptest::prelude::*;
-use slate_core::{check_integrity, CollectionConfig, Database, Error, MemoryStore, Metric, Part, RocksStore};
+use slate_core::store::WriteGuard;
+use slate_core::{
+    check_integrity, Batch, CollectionConfig, Database, Direction, EntryIter, Error, KeyRange, MemoryStore,
+    Metric, Part, RocksStore, Snapshot, Store,
+};
 
 fn databases() -> Vec<(Database, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -470,4 +475,103 @@ fn a_bulk_insert_merges_with_the_transactions_earlier_writes() {
         assert_eq!(committed_count(&db, "c"), 500);
         integrity(&db, "c");
     }
+}
+
+/// A MemoryStore whose reads of one key fail, as a disk read might.
+#[derive(Debug)]
+struct FailingKey {
+    store: MemoryStore,
+    key: Vec<u8>,
+}
+
+struct FailingSnapshot<'a> {
+    snap: Box<dyn Snapshot + 'a>,
+    key: &'a [u8],
+}
+
+impl Snapshot for FailingSnapshot<'_> {
+    fn version(&self) -> u64 {
+        self.snap.version()
+    }
+    fn get(&self, cf: &str, key: &[u8]) -> slate_core::Result<Option<Cow<'_, [u8]>>> {
+        if key == self.key {
+            return Err(Error::Corrupt {
+                what: "injected read failure".into(),
+            });
+        }
+        self.snap.get(cf, key)
+    }
+    fn range(&self, cf: &str, range: &KeyRange, dir: Direction) -> slate_core::Result<EntryIter<'_>> {
+        self.snap.range(cf, range, dir)
+    }
+    fn has_cf(&self, cf: &str) -> bool {
+        self.snap.has_cf(cf)
+    }
+}
+
+impl Store for FailingKey {
+    fn snapshot(&self) -> Box<dyn Snapshot + '_> {
+        Box::new(FailingSnapshot {
+            snap: self.store.snapshot(),
+            key: &self.key,
+        })
+    }
+    fn create_cf(&self, name: &str) -> slate_core::Result<()> {
+        self.store.create_cf(name)
+    }
+    fn drop_cf(&self, name: &str) -> slate_core::Result<()> {
+        self.store.drop_cf(name)
+    }
+    fn list_cfs(&self) -> Vec<String> {
+        self.store.list_cfs()
+    }
+    fn write_lock(&self) -> WriteGuard<'_> {
+        self.store.write_lock()
+    }
+    fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> slate_core::Result<u64> {
+        self.store.apply(batch, before_publish)
+    }
+}
+
+#[test]
+fn a_bulk_insert_that_fails_reading_the_store_stages_nothing() {
+    // The read of the multikey marker of `tags` fails: the second document
+    // holds an array there, so the bulk insert reads the marker after the
+    // first document is prepared.
+    let store = FailingKey {
+        store: MemoryStore::new(),
+        key: slate_core::keys::multikey_key("tags"),
+    };
+    let db = Database::open(Arc::new(store)).expect("db");
+    db.create_collection(
+        CollectionConfig::new("c")
+            .index("tags")
+            .vector("e", 2, Metric::L2),
+    )
+    .expect("create");
+    let mut txn = db.begin_write().expect("txn");
+    let err = txn
+        .insert_many_within(
+            "c",
+            None,
+            vec![
+                doc! { "_id": 1, "tags": "a", "e": [1.0, 0.0] },
+                doc! { "_id": 2, "tags": ["b", "c"], "e": [0.0, 1.0] },
+            ],
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("injected"), "{err}");
+    // The transaction goes on after the error, as a caller may let it.
+    txn.insert("c", doc! { "_id": 3, "tags": "d", "e": [1.0, 1.0] })
+        .expect("insert");
+    txn.commit().expect("commit");
+    let read = db.read();
+    let c = read.collection("c").expect("c");
+    assert_eq!(c.count(&Part::none()).expect("count"), 1);
+    assert_eq!(
+        c.vectors("e").expect("view").len(),
+        1,
+        "no vector of a document the failed call did not write"
+    );
+    integrity(&db, "c");
 }
