@@ -449,12 +449,7 @@ impl<'t> CollectionRead<'t> {
     ) -> Result<usize> {
         self.check_index(field)?;
         let range = keys::index_value_range(&part.0, field, lo, hi);
-        let mut n = 0;
-        for e in self.snap.range(&self.cf, &range, Direction::Forward)?.take(cap) {
-            e?;
-            n += 1;
-        }
-        Ok(n)
+        self.snap.count_range(&self.cf, &range, cap)
     }
 
     fn check_index(&self, field: &str) -> Result<()> {

@@ -156,6 +156,10 @@ impl Snapshot for TrackedSnapshot<'_> {
         self.inner.prefix(cf, prefix, dir)
     }
 
+    fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {
+        self.inner.count_range(cf, range, cap)
+    }
+
     fn has_cf(&self, cf: &str) -> bool {
         self.inner.has_cf(cf)
     }

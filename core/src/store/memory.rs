@@ -296,6 +296,14 @@ impl Snapshot for MemorySnapshot {
         })
     }
 
+    fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {
+        let table = self.table(cf)?;
+        if range.is_empty() {
+            return Ok(0);
+        }
+        Ok(table.range::<_, [u8]>(range.bounds()).take(cap).count())
+    }
+
     fn has_cf(&self, cf: &str) -> bool {
         self.0.tables.contains_key(cf)
     }

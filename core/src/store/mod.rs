@@ -57,6 +57,17 @@ pub trait Snapshot: Send + Sync {
     /// Entries whose keys fall in `range`, ascending or descending.
     fn range(&self, cf: &str, range: &KeyRange, dir: Direction) -> Result<EntryIter<'_>>;
 
+    /// How many keys lie in `range`, counting at most `cap`: what
+    /// `range(..).take(cap).count()` gives, without copying the entries.
+    fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {
+        let mut n = 0;
+        for e in self.range(cf, range, Direction::Forward)?.take(cap) {
+            e?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Entries whose keys start with `prefix`.
     fn prefix(&self, cf: &str, prefix: &[u8], dir: Direction) -> Result<EntryIter<'_>> {
         self.range(cf, &KeyRange::prefix(prefix), dir)

@@ -269,6 +269,18 @@ impl Snapshot for WriteTxn<'_> {
         WriteTxn::range(self, cf, range, dir)
     }
 
+    fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {
+        if !self.changes.contains_key(cf) {
+            return self.base.count_range(cf, range, cap);
+        }
+        let mut n = 0;
+        for e in WriteTxn::range(self, cf, range, Direction::Forward)?.take(cap) {
+            e?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     fn has_cf(&self, cf: &str) -> bool {
         self.base.has_cf(cf)
     }

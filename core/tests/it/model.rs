@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use slate_core::{begin_write, Direction, KeyRange, Store, StoreTxn as WriteTxn};
+use slate_core::{begin_write, Direction, KeyRange, Snapshot, Store, StoreTxn as WriteTxn};
 
 use crate::conformance::Check;
 
@@ -21,6 +21,9 @@ pub enum ModelOp {
     Rollback,
     /// Compare a range scan (inside the open transaction) with the model.
     Scan(usize, Vec<u8>, Vec<u8>, bool),
+    /// Compare `count_range` (capped) of the open transaction and of the
+    /// committed state with the models; `true`: the range is `prefix(a)`.
+    Count(usize, Vec<u8>, Vec<u8>, usize, bool),
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -37,6 +40,8 @@ pub fn ops() -> impl Strategy<Value = Vec<ModelOp>> {
         2 => Just(ModelOp::Commit),
         1 => Just(ModelOp::Rollback),
         2 => (0..2usize, key(), key(), any::<bool>()).prop_map(|(c, a, b, r)| ModelOp::Scan(c, a, b, r)),
+        1 => (0..2usize, key(), key(), 0..20usize, any::<bool>())
+            .prop_map(|(c, a, b, cap, p)| ModelOp::Count(c, a, b, cap, p)),
     ];
     proptest::collection::vec(op, 1..60)
 }
@@ -115,6 +120,29 @@ pub fn run(store: &dyn Store, ops: &[ModelOp]) -> Check {
                 let want = scan_model(&pending[*c], &r, dir);
                 if got != want {
                     return Err(format!("scan {op:?}: got {got:?}, want {want:?}"));
+                }
+            }
+            ModelOp::Count(c, a, b, cap, prefix) => {
+                let r = if *prefix {
+                    KeyRange::prefix(a)
+                } else {
+                    KeyRange::new(a.clone(), b.clone())
+                };
+                let count = |model: &BTreeMap<Vec<u8>, Vec<u8>>| {
+                    model.keys().filter(|k| r.contains(k)).count().min(*cap)
+                };
+                let got = Snapshot::count_range(t, CFS[*c], &r, *cap).map_err(|e| e.to_string())?;
+                let want = count(&pending[*c]);
+                if got != want {
+                    return Err(format!("count in the transaction {op:?}: got {got}, want {want}"));
+                }
+                let got = store
+                    .snapshot()
+                    .count_range(CFS[*c], &r, *cap)
+                    .map_err(|e| e.to_string())?;
+                let want = count(&committed[*c]);
+                if got != want {
+                    return Err(format!("committed count {op:?}: got {got}, want {want}"));
                 }
             }
             ModelOp::Commit => {
