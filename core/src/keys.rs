@@ -134,6 +134,54 @@ pub fn index_value_range(
     KeyRange { start, end }
 }
 
+/// Up to `n - 1` encoded ids strictly between the encoded ids `first` and
+/// `last` (`first < last`), ascending, that cut the ids between them into
+/// `n` ranges for a parallel scan. Integer ids split their numeric range
+/// evenly; other ids split the bytes after the two encodings' common
+/// prefix, read as a 64-bit number (zero-padded), evenly, which suits
+/// ObjectIds and random strings. Ranges hold similar numbers of documents
+/// when ids spread evenly that way; whatever the ids, the ranges cover
+/// every id between `first` and `last` exactly once.
+pub fn split_ids(first: &[u8], last: &[u8], n: usize) -> Vec<Vec<u8>> {
+    let int = |enc: &[u8]| match crate::value::decode_value(enc) {
+        Ok((bson::Bson::Int32(i), _)) => Some(i64::from(i)),
+        Ok((bson::Bson::Int64(i), _)) => Some(i),
+        _ => None,
+    };
+    let steps = 1..n as i128;
+    let points: Vec<Vec<u8>> = match (int(first), int(last)) {
+        (Some(a), Some(b)) if a < b => steps
+            .map(|i| (i128::from(a) + (i128::from(b) - i128::from(a)) * i / n as i128) as i64)
+            .filter_map(|x| crate::value::encode_id(&bson::Bson::Int64(x)).ok())
+            .collect(),
+        _ => {
+            let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+            let word = |key: &[u8]| {
+                let tail = &key[common..];
+                let mut w = [0u8; 8];
+                let m = tail.len().min(8);
+                w[..m].copy_from_slice(&tail[..m]);
+                u64::from_be_bytes(w)
+            };
+            let (a, b) = (word(first), word(last));
+            steps
+                .filter(|_| a < b)
+                .map(|i| (u128::from(a) + u128::from(b - a) * i as u128 / n as u128) as u64)
+                .map(|x| [&first[..common], &x.to_be_bytes()[..]].concat())
+                .collect()
+        }
+    };
+    // Each point lies between the ends (a point at or before `first`, or
+    // at or after `last`, is dropped) and after the one before it.
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(points.len());
+    for p in points {
+        if p.as_slice() > out.last().map_or(first, Vec::as_slice) && p.as_slice() < last {
+            out.push(p);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +193,72 @@ mod tests {
         assert_eq!(index_key(b"P", "a.b", b"V", b"I"), b"Pi:a.b\0VI");
         assert_eq!(vector_key(b"", "emb", b"I"), b"v:emb\0I");
         assert_eq!(id_of_doc_key(b"P", b"Pd:xyz"), b"xyz");
+    }
+
+    fn enc(id: impl Into<bson::Bson>) -> Vec<u8> {
+        crate::value::encode_id(&id.into()).expect("id")
+    }
+
+    fn check_split(first: &[u8], last: &[u8], n: usize) -> Vec<Vec<u8>> {
+        let points = split_ids(first, last, n);
+        assert!(points.len() < n.max(1), "{} points for {n} ranges", points.len());
+        let mut before = first;
+        for p in &points {
+            assert!(before < p.as_slice(), "{before:?} !< {p:?}");
+            before = p;
+        }
+        assert!(points.last().is_none_or(|p| p.as_slice() < last));
+        points
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        #[test]
+        fn split_ids_lie_strictly_between_and_ascend(
+            a in proptest::prelude::any::<i64>(),
+            b in proptest::prelude::any::<i64>(),
+            s in "[a-c]{0,10}",
+            t in "[a-c]{0,10}",
+            n in 0usize..9,
+        ) {
+            for (x, y) in [(enc(a), enc(b)), (enc(s.as_str()), enc(t.as_str())), (enc(a), enc(t.as_str()))] {
+                let (first, last) = if x < y { (x, y) } else { (y, x) };
+                if first < last {
+                    check_split(&first, &last, n);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn split_ids_cut_sequential_and_object_ids_evenly() {
+        let balance = |ids: Vec<Vec<u8>>| {
+            let points = check_split(&ids[0], &ids[ids.len() - 1], 8);
+            assert_eq!(points.len(), 7);
+            let mut sizes = [0usize; 8];
+            for id in &ids {
+                sizes[points.iter().take_while(|p| *p <= id).count()] += 1;
+            }
+            let even = ids.len() / 8;
+            assert!(
+                sizes.iter().all(|&n| n > even * 9 / 10 && n < even * 11 / 10),
+                "{sizes:?}"
+            );
+        };
+        balance((0..100_000).map(enc).collect());
+        balance((-50_000i64..50_000).map(|i| enc(i * 3)).collect());
+        let start = bson::oid::ObjectId::new().bytes();
+        balance(
+            (0u32..100_000)
+                .map(|i| {
+                    // One ObjectId a second from `start`: time leads.
+                    let mut b = start;
+                    let t = u32::from_be_bytes(b[..4].try_into().expect("4")) + i;
+                    b[..4].copy_from_slice(&t.to_be_bytes());
+                    enc(bson::oid::ObjectId::from_bytes(b))
+                })
+                .collect(),
+        );
     }
 
     #[test]

@@ -369,12 +369,46 @@ impl<'t> CollectionRead<'t> {
         part: &Part,
         from: Option<&[u8]>,
     ) -> Result<impl Iterator<Item = Result<RawDoc<'_>>> + '_> {
+        self.scan_between(part, from, None)
+    }
+
+    /// Documents of partition `part` with keys from `from` (inclusive) to
+    /// `to` (exclusive), either end open when `None`, in id order.
+    pub fn scan_between(
+        &self,
+        part: &Part,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+    ) -> Result<impl Iterator<Item = Result<RawDoc<'_>>> + '_> {
         let mut range = KeyRange::prefix(&keys::doc_prefix(&part.0));
         if let Some(from) = from {
             range.start = Some(from.to_vec());
         }
+        if let Some(to) = to {
+            range.end = Some(to.to_vec());
+        }
         let iter = self.snap.range(&self.cf, &range, Direction::Forward)?;
         Ok(iter.map(|e| e.map(|(key, bytes)| RawDoc { key, bytes })))
+    }
+
+    /// At most `n - 1` document keys, ascending, that cut partition
+    /// `part`'s documents into ranges for a parallel scan
+    /// ([`scan_between`](Self::scan_between)): ids spaced evenly between
+    /// its first and last ids ([`keys::split_ids`]). Two reads.
+    pub fn scan_splits(&self, part: &Part, n: usize) -> Result<Vec<Vec<u8>>> {
+        let prefix = keys::doc_prefix(&part.0);
+        let range = KeyRange::prefix(&prefix);
+        let end = |dir| -> Result<Option<Vec<u8>>> {
+            let first = self.snap.range(&self.cf, &range, dir)?.next().transpose()?;
+            Ok(first.map(|(key, _)| key[prefix.len()..].to_vec()))
+        };
+        Ok(match (end(Direction::Forward)?, end(Direction::Reverse)?) {
+            (Some(first), Some(last)) if first < last => keys::split_ids(&first, &last, n)
+                .iter()
+                .map(|id| keys::doc_key(&part.0, id))
+                .collect(),
+            _ => Vec::new(),
+        })
     }
 
     /// Document keys from index `field` whose values lie in the encoded range

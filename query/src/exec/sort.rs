@@ -234,6 +234,11 @@ impl<'f, T> Sorter<'f, T> {
         self.fields
     }
 
+    /// How many items it keeps at most (`None`: all).
+    pub fn bound(&self) -> Option<usize> {
+        self.bound
+    }
+
     /// The kept items in no particular order (to offer to another sorter).
     pub fn into_kept(self) -> Vec<Keyed<T>> {
         match self.bound {
