@@ -24,11 +24,11 @@ pub use catalog::{validate_collection_name, CollectionConfig, VectorField};
 pub use db::Database;
 pub use error::{Error, KeyDisplay, Result};
 pub use index::check_integrity;
-pub use read::{CollectionRead, Part, RawDoc, ReadTxn};
+pub use read::{CollectionRead, DocRun, Part, RawDoc, ReadTxn};
 pub use slate_vector::Metric;
 pub use store::{
     begin_write, Batch, Bytes, Direction, Entry, EntryIter, KeyRange, MemoryStore, Op, RocksStore,
-    RocksStoreBuilder, Snapshot, Store,
+    RocksStoreBuilder, Snapshot, Store, Visitor,
 };
 pub use vectors::{bson_to_vector, f32s_from_le, set_path, vector_to_bson, VectorView};
 pub use write::{get_path, WriteTxn, MAX_DOCUMENT_BYTES};

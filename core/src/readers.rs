@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::store::{Batch, Direction, EntryIter, KeyRange, Snapshot, Store, WriteGuard};
+use crate::store::{Batch, Direction, EntryIter, KeyRange, Snapshot, Store, Visitor, WriteGuard};
 use crate::Result;
 
 /// Live snapshot versions, with how many snapshots read at each.
@@ -158,6 +158,10 @@ impl Snapshot for TrackedSnapshot<'_> {
 
     fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {
         self.inner.count_range(cf, range, cap)
+    }
+
+    fn visit(&self, cf: &str, range: &KeyRange, f: &mut Visitor<'_>) -> Result<()> {
+        self.inner.visit(cf, range, f)
     }
 
     fn has_cf(&self, cf: &str) -> bool {

@@ -1374,13 +1374,15 @@ fn large_results_decode_in_parallel_in_order() {
     }
 }
 
-/// Sorted scans of a few thousand documents, which RocksStore splits into key ranges read
-/// by parallel tasks (interpolated between the first and last ids: integers, strings and
+/// Scans of thousands of documents, which RocksStore splits into key ranges read by
+/// parallel tasks (interpolated between the first and last ids: integers, strings and
 /// ObjectIds, mixed in one partition, and several partitions at once), agree with the
-/// reference on both backends: ties (each `n` comes up to nine times) fall across the
-/// ranges, bounded and unbounded, ascending and descending.
+/// reference on both backends. Sorts split from 4,096 documents: ties (each `n` comes twenty
+/// times) fall across the ranges, bounded and unbounded, ascending and descending. Unsorted
+/// scans split once their batches are full (after 7,936 documents) and return every document
+/// once, in `_id` order, with a skip and a limit inside the split part.
 #[test]
-fn sorted_scans_split_across_threads_agree_with_the_reference() {
+fn scans_split_across_threads_agree_with_the_reference() {
     let id = |i: i32| match i % 3 {
         0 => Bson::Int32(i * 7 - 9000),
         1 => Bson::String(format!("k{:05}", (i * 7919) % 10007)),
@@ -1407,12 +1409,18 @@ fn sorted_scans_split_across_threads_agree_with_the_reference() {
             },
             Query {
                 sort: by(false),
+                ..q(filter.clone())
+            },
+            q(filter.clone()),
+            Query {
+                skip: 9000,
+                limit: Some(6000),
                 ..q(filter)
             },
         ]
     };
     for t in backends() {
-        let docs: Vec<Document> = (0..9000)
+        let docs: Vec<Document> = (0..20_000)
             .map(|i| doc! { "_id": id(i), "n": (i * 37) % 1000, "odd": i % 2 == 1 })
             .collect();
         let coll =
@@ -1425,8 +1433,8 @@ fn sorted_scans_split_across_threads_agree_with_the_reference() {
 
         // Three tenants; `n` unique, so that no tie spans partitions.
         let tenants = ["a", "b", "c"];
-        let docs: Vec<Document> = (0..9000)
-            .map(|i| doc! { "_id": id(i), "tenant": tenants[(i % 7 % 3) as usize], "n": (i * 7919) % 9001, "odd": i % 2 == 1 })
+        let docs: Vec<Document> = (0..30_000)
+            .map(|i| doc! { "_id": id(i), "tenant": tenants[(i % 7 % 3) as usize], "n": (i * 7919) % 30_011, "odd": i % 2 == 1 })
             .collect();
         let coll =
             t.db.create_collection(CollectionConfig::new("split_parts").partition_key("tenant"))
@@ -1437,9 +1445,20 @@ fn sorted_scans_split_across_threads_agree_with_the_reference() {
             .filter(|d| d.get_str("tenant") != Ok("b"))
             .cloned()
             .collect();
+        // Across partitions only sorts have an order the reference knows.
         let scoped = coll.partitions(vec!["a".into(), "c".into()]);
         for query in sorts(doc! {}).iter().chain(&sorts(doc! { "odd": false })) {
-            check_query(&scoped, &some, query, t.backend);
+            if !query.sort.is_empty() {
+                check_query(&scoped, &some, query, t.backend);
+            }
+        }
+        let a: Vec<Document> = docs
+            .iter()
+            .filter(|d| d.get_str("tenant") == Ok("a"))
+            .cloned()
+            .collect();
+        for query in sorts(doc! {}).iter().chain(&sorts(doc! { "odd": false })) {
+            check_query(&coll.partition("a"), &a, query, t.backend);
         }
     }
 }

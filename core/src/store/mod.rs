@@ -22,6 +22,7 @@ mod rocks;
 
 use std::borrow::Cow;
 use std::fmt::Debug;
+use std::ops::ControlFlow;
 
 pub use gate::{WriteGuard, WriterGate};
 pub use memory::MemoryStore;
@@ -37,6 +38,9 @@ pub type Entry<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
 /// An iterator over entries in key order (or reverse key order). It yields
 /// `Err` once if the backend fails mid-way and then ends; it never panics.
 pub type EntryIter<'a> = Box<dyn Iterator<Item = Result<Entry<'a>>> + Send + 'a>;
+
+/// What [`Snapshot::visit`] hands each entry to: its key and value.
+pub type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> ControlFlow<()> + 'a;
 
 /// A consistent, read-only view of a store at one commit version.
 ///
@@ -66,6 +70,19 @@ pub trait Snapshot: Send + Sync {
             n += 1;
         }
         Ok(n)
+    }
+
+    /// Hands each entry of `range` to `f`, in key order, until `f` breaks:
+    /// what `range` yields, lent instead of copied where the backend copies
+    /// entries out (RocksDB).
+    fn visit(&self, cf: &str, range: &KeyRange, f: &mut Visitor<'_>) -> Result<()> {
+        for e in self.range(cf, range, Direction::Forward)? {
+            let (k, v) = e?;
+            if f(&k, &v).is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Entries whose keys start with `prefix`.

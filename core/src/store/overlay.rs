@@ -12,7 +12,7 @@ use std::iter::Peekable;
 
 use rayon::slice::ParallelSliceMut;
 
-use super::{Batch, Bytes, Direction, Entry, EntryIter, KeyRange, Op, Snapshot, Store};
+use super::{Batch, Bytes, Direction, Entry, EntryIter, KeyRange, Op, Snapshot, Store, Visitor};
 use crate::{Error, Result};
 
 /// Fewest entries [`WriteTxn::put_many`] sorts and builds into a tree in
@@ -267,6 +267,19 @@ impl Snapshot for WriteTxn<'_> {
 
     fn range(&self, cf: &str, range: &KeyRange, dir: Direction) -> Result<EntryIter<'_>> {
         WriteTxn::range(self, cf, range, dir)
+    }
+
+    fn visit(&self, cf: &str, range: &KeyRange, f: &mut Visitor<'_>) -> Result<()> {
+        if !self.changes.contains_key(cf) {
+            return self.base.visit(cf, range, f);
+        }
+        for e in WriteTxn::range(self, cf, range, Direction::Forward)? {
+            let (k, v) = e?;
+            if f(&k, &v).is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {

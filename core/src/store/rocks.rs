@@ -16,7 +16,8 @@ use rocksdb::{
 };
 
 use super::{
-    check_cf_name, Batch, Direction, EntryIter, KeyRange, Op, Snapshot, Store, WriteGuard, WriterGate,
+    check_cf_name, Batch, Direction, EntryIter, KeyRange, Op, Snapshot, Store, Visitor, WriteGuard,
+    WriterGate,
 };
 use crate::{Error, Result};
 
@@ -361,6 +362,29 @@ impl Snapshot for RocksSnapshot<'_> {
             let (k, v) = item?;
             Ok((Cow::Owned(k.into_vec()), Cow::Owned(v.into_vec())))
         })))
+    }
+
+    fn visit(&self, cf: &str, range: &KeyRange, f: &mut Visitor<'_>) -> Result<()> {
+        let handle = self.store.cf(cf)?;
+        if range.is_empty() {
+            return Ok(());
+        }
+        let mut opts = self.read_opts();
+        if let Some(end) = &range.end {
+            opts.set_iterate_upper_bound(end.clone());
+        }
+        let mut iter = self.store.db.raw_iterator_cf_opt(&handle, opts);
+        match &range.start {
+            Some(start) => iter.seek(start),
+            None => iter.seek_to_first(),
+        }
+        while let Some((k, v)) = iter.item() {
+            if f(k, v).is_break() {
+                return Ok(());
+            }
+            iter.next();
+        }
+        Ok(iter.status()?)
     }
 
     fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {

@@ -24,6 +24,9 @@ pub enum ModelOp {
     /// Compare `count_range` (capped) of the open transaction and of the
     /// committed state with the models; `true`: the range is `prefix(a)`.
     Count(usize, Vec<u8>, Vec<u8>, usize, bool),
+    /// Compare `visit` (stopping after the given number of entries) of the
+    /// open transaction and of the committed state with the models.
+    Visit(usize, Vec<u8>, Vec<u8>, usize),
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -42,6 +45,7 @@ pub fn ops() -> impl Strategy<Value = Vec<ModelOp>> {
         2 => (0..2usize, key(), key(), any::<bool>()).prop_map(|(c, a, b, r)| ModelOp::Scan(c, a, b, r)),
         1 => (0..2usize, key(), key(), 0..20usize, any::<bool>())
             .prop_map(|(c, a, b, cap, p)| ModelOp::Count(c, a, b, cap, p)),
+        1 => (0..2usize, key(), key(), 0..20usize).prop_map(|(c, a, b, stop)| ModelOp::Visit(c, a, b, stop)),
     ];
     proptest::collection::vec(op, 1..60)
 }
@@ -143,6 +147,33 @@ pub fn run(store: &dyn Store, ops: &[ModelOp]) -> Check {
                 let want = count(&committed[*c]);
                 if got != want {
                     return Err(format!("committed count {op:?}: got {got}, want {want}"));
+                }
+            }
+            ModelOp::Visit(c, a, b, stop) => {
+                let r = KeyRange::new(a.clone(), b.clone());
+                let visit = |snap: &dyn Snapshot| -> Result<Pairs, String> {
+                    let mut got = Vec::new();
+                    snap.visit(CFS[*c], &r, &mut |k, v| {
+                        got.push((k.to_vec(), v.to_vec()));
+                        match got.len() >= *stop {
+                            true => std::ops::ControlFlow::Break(()),
+                            false => std::ops::ControlFlow::Continue(()),
+                        }
+                    })
+                    .map_err(|e| e.to_string())?;
+                    Ok(got)
+                };
+                let want = |model: &BTreeMap<Vec<u8>, Vec<u8>>| -> Pairs {
+                    let all = scan_model(model, &r, Direction::Forward);
+                    all.into_iter().take((*stop).max(1)).collect()
+                };
+                let got = visit(t)?;
+                if got != want(&pending[*c]) {
+                    return Err(format!("visit in the transaction {op:?}: got {got:?}"));
+                }
+                let got = visit(store.snapshot().as_ref())?;
+                if got != want(&committed[*c]) {
+                    return Err(format!("committed visit {op:?}: got {got:?}"));
                 }
             }
             ModelOp::Commit => {

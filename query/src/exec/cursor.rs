@@ -26,7 +26,7 @@ use std::ops::ControlFlow;
 
 use bson::{Document, RawDocumentBuf};
 use slate_core::value::Materializer;
-use slate_core::{CollectionRead, Part, RawDoc};
+use slate_core::{CollectionRead, DocRun, Part, RawDoc};
 
 use rayon::prelude::*;
 
@@ -62,6 +62,13 @@ const SPLIT_MIN_DOCS: u64 = 4_096;
 /// Ranges per pool thread of a split scan: uneven ranges even out.
 const SPLITS_PER_THREAD: usize = 4;
 
+/// Most ranges an unsorted split scan cuts a partition into.
+const MAX_SPLITS: usize = 1_024;
+
+/// A range of document keys `(from, to)`: from inclusive, to exclusive,
+/// `None` ends being the partition's.
+type KeySpan = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 enum State {
     /// Scanning partition `part` from key `from`.
     Scan {
@@ -77,6 +84,13 @@ enum State {
         iv: usize,
         after: Option<Vec<u8>>,
         seen: Option<HashSet<Vec<u8>>>,
+    },
+    /// Scanning partition `part` a few key ranges at a time, in parallel
+    /// (a store that copies documents out, once batches are full): each
+    /// range `(from, to)`, `None` ends being the partition's.
+    Split {
+        part: usize,
+        ranges: VecDeque<KeySpan>,
     },
     /// Reading the keys the ID tier produced.
     Keys {
@@ -435,7 +449,7 @@ fn split_sort(
     let mut ranges = Vec::new();
     for part in parts {
         let mut from = None;
-        for cut in read.scan_splits(part, n)? {
+        for cut in read.scan_splits(part, None, n)? {
             ranges.push((part, from, Some(cut.clone())));
             from = Some(cut);
         }
@@ -874,6 +888,32 @@ impl<'t, T> Cursor<'t, T> {
                         seen,
                     };
                 }
+                State::Split { part, mut ranges } => {
+                    let Some(p) = self.parts.get(part).cloned() else {
+                        return Ok(());
+                    };
+                    let group: Vec<_> = ranges
+                        .drain(..rayon::current_num_threads().min(ranges.len()))
+                        .collect();
+                    // Each range into one buffer: the documents are freed
+                    // a buffer at a time, not one by one on this thread
+                    // after other threads allocated them.
+                    let runs: Vec<slate_core::Result<DocRun>> = group
+                        .par_iter()
+                        .map(|(from, to)| self.read.scan_run(&p, from.as_deref(), to.as_deref()))
+                        .collect();
+                    let runs = runs.into_iter().collect::<slate_core::Result<Vec<_>>>()?;
+                    let docs: Vec<RawDoc<'_>> = runs.iter().flat_map(DocRun::docs).collect();
+                    self.take(&docs, true)?;
+                    self.state = match () {
+                        _ if self.remaining == 0 => State::Done,
+                        _ if ranges.is_empty() => State::Scan {
+                            part: part + 1,
+                            from: None,
+                        },
+                        _ => State::Split { part, ranges },
+                    };
+                }
                 State::Keys { keys, pos } => {
                     let end = (pos + self.batch_len()).min(keys.len());
                     self.read_keys(&keys[pos..end])?;
@@ -886,6 +926,23 @@ impl<'t, T> Cursor<'t, T> {
                         return Ok(());
                     };
                     let want = self.batch_len();
+                    if want == PAR_BATCH && self.decode_batch.is_some() && self.read.on_disk() {
+                        // Ranges of about a batch per pool thread, for
+                        // what is left to read (across partitions: more,
+                        // smaller ranges when there are several).
+                        let threads = rayon::current_num_threads();
+                        let left = self.plan.total.saturating_sub(self.stats.docs_read) as usize;
+                        let n = (left / (PAR_BATCH / threads).max(1)).clamp(threads, MAX_SPLITS);
+                        let mut ranges = VecDeque::new();
+                        let mut lo = from;
+                        for cut in self.read.scan_splits(&p, lo.as_deref(), n)? {
+                            ranges.push_back((lo, Some(cut.clone())));
+                            lo = Some(cut);
+                        }
+                        ranges.push_back((lo, None));
+                        self.state = State::Split { part, ranges };
+                        continue;
+                    }
                     let read = self.read.clone();
                     let docs = read
                         .scan_from(&p, from.as_deref())?
