@@ -2,9 +2,12 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
+use rayon::prelude::*;
 
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::keys;
@@ -144,6 +147,10 @@ pub(crate) fn read_collection(snap: &dyn Snapshot, name: &str) -> Result<(Arc<Co
 
 /// An index entry's key and the key of its document.
 type IndexEntry<'a> = (Cow<'a, [u8]>, Vec<u8>);
+
+/// Index counts capped above this many entries, over one value, are
+/// counted in parallel once this many are found.
+const PAR_COUNT_MIN: usize = 4096;
 
 /// Documents read by [`CollectionRead::scan_run`], key and bytes one after
 /// the other in one buffer.
@@ -540,7 +547,49 @@ impl<'t> CollectionRead<'t> {
     ) -> Result<usize> {
         self.check_index(field)?;
         let range = keys::index_value_range(&part.0, field, lo, hi);
-        self.snap.count_range(&self.cf, &range, cap)
+        let equal = matches!((lo, hi), (Some((a, true)), Some((b, true))) if a == b);
+        if !equal || cap <= PAR_COUNT_MIN {
+            return self.snap.count_range(&self.cf, &range, cap);
+        }
+        // A short range is counted here; a long one in parallel, from the
+        // start again.
+        let first = self.snap.count_range(&self.cf, &range, PAR_COUNT_MIN)?;
+        if first < PAR_COUNT_MIN {
+            return Ok(first);
+        }
+        // One value's entries ascend by id: cut where the documents' ids
+        // are cut for a parallel scan.
+        let value = keys::index_value_prefix(&part.0, field, lo.map_or(&[][..], |(v, _)| v));
+        let id_at = keys::doc_prefix(&part.0).len();
+        let n = rayon::current_num_threads() * 4;
+        let mut bounds: Vec<Option<Vec<u8>>> = vec![range.start.clone()];
+        for cut in self.scan_splits(part, None, n)? {
+            bounds.push(Some([&value[..], &cut[id_at..]].concat()));
+        }
+        bounds.push(range.end.clone());
+        let counted = std::sync::atomic::AtomicUsize::new(0);
+        bounds
+            .par_windows(2)
+            .map(|w| {
+                let sub = KeyRange {
+                    start: w[0].clone(),
+                    end: w[1].clone(),
+                };
+                let mut mine = 0;
+                self.snap.visit(&self.cf, &sub, &mut |_, _| {
+                    mine += 1;
+                    // Every task stops once all of them together reach `cap`.
+                    if mine % 512 == 0 && counted.fetch_add(512, Relaxed) + 512 >= cap {
+                        mine = 0;
+                        return ControlFlow::Break(());
+                    }
+                    ControlFlow::Continue(())
+                })?;
+                counted.fetch_add(mine % 512, Relaxed);
+                Ok(())
+            })
+            .collect::<Result<()>>()?;
+        Ok(counted.into_inner().min(cap))
     }
 
     fn check_index(&self, field: &str) -> Result<()> {

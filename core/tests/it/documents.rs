@@ -575,3 +575,53 @@ fn a_bulk_insert_that_fails_reading_the_store_stages_nothing() {
     );
     integrity(&db, "c");
 }
+
+#[test]
+fn index_counts_agree_with_the_documents_up_to_their_cap() {
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("c").index("k"))
+            .expect("create");
+        // 20,000 documents, ids of three types; k = 0, 1, 2 for 50%, 30%, 20%.
+        let docs: Vec<Document> = (0..20_000)
+            .map(|i| {
+                let id = match i % 3 {
+                    0 => Bson::Int32(i * 5 - 30_000),
+                    1 => Bson::String(format!("s{i:06}")),
+                    _ => Bson::ObjectId(bson::oid::ObjectId::from_bytes(
+                        [&[0x65, 0x4f][..], &(i as u16).to_be_bytes(), &[0; 8]]
+                            .concat()
+                            .try_into()
+                            .expect("12"),
+                    )),
+                };
+                let k = [0, 0, 0, 0, 0, 1, 1, 1, 2, 2][(i * 7 % 10) as usize];
+                doc! { "_id": id, "k": k }
+            })
+            .collect();
+        let mut txn = db.begin_write().expect("txn");
+        txn.insert_many_within("c", None, docs).expect("insert");
+        let check = |read: &slate_core::CollectionRead<'_>, counts: [usize; 3], what: &str| {
+            for (k, &n) in counts.iter().enumerate() {
+                let v = slate_core::value::encode_key_value(&Bson::Int32(k as i32)).expect("value");
+                for cap in [10, 4095, 4096, 4097, 5000, 9000, 10_000, 20_000, usize::MAX] {
+                    let got = read
+                        .index_count(&Part::none(), "k", Some((&v, true)), Some((&v, true)), cap)
+                        .expect("count");
+                    assert_eq!(got, n.min(cap), "{what}: k = {k}, cap {cap}");
+                }
+            }
+        };
+        // Inside the transaction (its own writes), then committed.
+        check(
+            &txn.collection("c").expect("c"),
+            [10_000, 6_000, 4_000],
+            "transaction",
+        );
+        txn.commit().expect("commit");
+        check(
+            &db.read().collection("c").expect("c"),
+            [10_000, 6_000, 4_000],
+            "committed",
+        );
+    }
+}

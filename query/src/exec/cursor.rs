@@ -654,8 +654,7 @@ impl<'t, T> Cursor<'t, T> {
         let mut sorter: Sorter<'_, Vec<u8>> = Sorter::new(&fields, bound);
         let mut stats = ExecStats::default();
         let keys = index_keys(&self.read, &self.parts, &self.plan.source, &mut stats)?;
-        if keys.is_none() && self.decode_batch.is_some() && self.plan.total >= SPLIT_MIN_DOCS
-        {
+        if keys.is_none() && self.decode_batch.is_some() && self.plan.total >= SPLIT_MIN_DOCS {
             split_sort(&self.read, &self.parts, filter, &mut sorter, &mut stats)?;
             self.stats = stats;
             return Ok(sorted_state(sorter));
