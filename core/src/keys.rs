@@ -134,9 +134,10 @@ pub fn index_value_range(
     KeyRange { start, end }
 }
 
-/// Up to `n - 1` encoded ids strictly between the encoded ids `first` and
+/// Up to `n - 1` byte strings strictly between the encoded ids `first` and
 /// `last` (`first < last`), ascending, that cut the ids between them into
-/// `n` ranges for a parallel scan. Integer ids split their numeric range
+/// `n` ranges for a parallel scan: bounds, each an encoded id only when
+/// both ends are integers. Integer ids split their numeric range
 /// evenly; other ids split the bytes after the two encodings' common
 /// prefix, read as a 64-bit number (zero-padded), evenly, which suits
 /// ObjectIds and random strings. Ranges hold similar numbers of documents

@@ -160,9 +160,17 @@ pub struct DocRun {
     /// Where each document's key and bytes end in `buf`; its key starts
     /// where the document before it ends.
     ends: Vec<(usize, usize)>,
+    /// Where the documents left unread start (`None`: none are).
+    resume: Option<Vec<u8>>,
 }
 
 impl DocRun {
+    /// The key from which the documents this run stopped before start:
+    /// `None` when it read to the end of its range.
+    pub fn resume(&self) -> Option<&[u8]> {
+        self.resume.as_deref()
+    }
+
     /// The documents, in key order.
     pub fn docs(&self) -> impl Iterator<Item = RawDoc<'_>> {
         let starts = std::iter::once(0).chain(self.ends.iter().map(|&(_, end)| end));
@@ -429,10 +437,17 @@ impl<'t> CollectionRead<'t> {
         Ok(iter.map(|e| e.map(|(key, bytes)| RawDoc { key, bytes })))
     }
 
-    /// [`scan_between`](Self::scan_between)'s documents read into one
-    /// buffer: one allocation for many documents, freed at once, where a
-    /// store that copies documents out (RocksDB) makes two per document.
-    pub fn scan_run(&self, part: &Part, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<DocRun> {
+    /// At most `max` of [`scan_between`](Self::scan_between)'s documents,
+    /// read into one buffer: one allocation for many documents, freed at
+    /// once, where a store that copies documents out (RocksDB) makes two per
+    /// document. [`DocRun::resume`] tells where the rest starts.
+    pub fn scan_run(
+        &self,
+        part: &Part,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        max: usize,
+    ) -> Result<DocRun> {
         let mut range = KeyRange::prefix(&keys::doc_prefix(&part.0));
         if let Some(from) = from {
             range.start = Some(from.to_vec());
@@ -441,26 +456,44 @@ impl<'t> CollectionRead<'t> {
             range.end = Some(to.to_vec());
         }
         let mut run = DocRun::default();
+        if max == 0 {
+            run.resume = range.start;
+            return Ok(run);
+        }
         self.snap.visit(&self.cf, &range, &mut |key, bytes| {
+            if run.ends.len() == max {
+                run.resume = Some(key.to_vec());
+                return ControlFlow::Break(());
+            }
             run.buf.extend_from_slice(key);
             let key_end = run.buf.len();
             run.buf.extend_from_slice(bytes);
             run.ends.push((key_end, run.buf.len()));
-            std::ops::ControlFlow::Continue(())
+            ControlFlow::Continue(())
         })?;
         Ok(run)
     }
 
-    /// At most `n - 1` document keys, ascending, that cut partition
-    /// `part`'s documents from key `from` on (all when `None`) into ranges
-    /// for a parallel scan ([`scan_between`](Self::scan_between)): ids
-    /// spaced evenly between the first and last ids there
-    /// ([`keys::split_ids`]). Two reads.
-    pub fn scan_splits(&self, part: &Part, from: Option<&[u8]>, n: usize) -> Result<Vec<Vec<u8>>> {
+    /// At most `n - 1` keys, ascending, that cut partition `part`'s
+    /// documents from key `from` (inclusive) to `to` (exclusive), either end
+    /// open when `None`, into ranges for a parallel scan
+    /// ([`scan_between`](Self::scan_between)): document keys of ids spaced
+    /// evenly between the first and last ids there ([`keys::split_ids`]).
+    /// A cut is a bound, not always a stored id (or an id at all). Two reads.
+    pub fn scan_splits(
+        &self,
+        part: &Part,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        n: usize,
+    ) -> Result<Vec<Vec<u8>>> {
         let prefix = keys::doc_prefix(&part.0);
         let mut range = KeyRange::prefix(&prefix);
         if let Some(from) = from {
             range.start = Some(from.to_vec());
+        }
+        if let Some(to) = to {
+            range.end = Some(to.to_vec());
         }
         let end = |dir| -> Result<Option<Vec<u8>>> {
             let first = self.snap.range(&self.cf, &range, dir)?.next().transpose()?;
@@ -563,7 +596,7 @@ impl<'t> CollectionRead<'t> {
         let id_at = keys::doc_prefix(&part.0).len();
         let n = rayon::current_num_threads() * 4;
         let mut bounds: Vec<Option<Vec<u8>>> = vec![range.start.clone()];
-        for cut in self.scan_splits(part, None, n)? {
+        for cut in self.scan_splits(part, None, None, n)? {
             bounds.push(Some([&value[..], &cut[id_at..]].concat()));
         }
         bounds.push(range.end.clone());

@@ -623,5 +623,26 @@ fn index_counts_agree_with_the_documents_up_to_their_cap() {
             [10_000, 6_000, 4_000],
             "committed",
         );
+
+        // In a partition: its keys start with the partition's value.
+        db.create_collection(CollectionConfig::new("p").index("k").partition_key("t"))
+            .expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        let docs = (0..12_000).map(|i| {
+            let t = if i % 2 == 0 { "x" } else { "y" };
+            doc! { "_id": i, "t": t, "k": i % 3 }
+        });
+        txn.insert_many_within("p", None, docs.collect()).expect("insert");
+        txn.commit().expect("commit");
+        let read = db.read();
+        let p = read.collection("p").expect("p");
+        let v = slate_core::value::encode_key_value(&Bson::Int32(1)).expect("value");
+        let y = Part::of(&Bson::from("y")).expect("part");
+        for cap in [4096, 5000, usize::MAX] {
+            let got = p
+                .index_count(&y, "k", Some((&v, true)), Some((&v, true)), cap)
+                .expect("count");
+            assert_eq!(got, 2000.min(cap), "partition y, k = 1, cap {cap}");
+        }
     }
 }

@@ -11,11 +11,14 @@
 //!
 //! A [parallel](Cursor::with_decode_parallel) cursor (the facade's finds)
 //! filters and decodes a large batch on the rayon pool, in order; its
-//! batches double from 256 documents to 8,192 while it keeps being read. Its
-//! sort (on MemoryStore, which lends documents) reads 8,192 documents at a
-//! time and filters and keys them on the pool, each task keeping its own
-//! top n (every match when unbounded), merged after each window, while the
-//! next window is read.
+//! batches double from 256 documents to 8,192 while it keeps being read. On
+//! RocksDB, once its batches are full, a scan reads the rest of a partition
+//! in key ranges, one per pool thread at a time (`State::Split`). Its sort
+//! of a scan of 4,096 documents or more cuts the key range into ranges read,
+//! filtered and keyed by parallel tasks, each keeping its own top n (every
+//! match when unbounded), merged at the end; through an index, on
+//! MemoryStore (which lends documents), it reads 8,192 documents at a time
+//! and filters and keys them on the pool while the next window is read.
 //!
 //! What a result is depends on the cursor's [`Decode`]: a `bson::Document`
 //! (the default), the stored bytes as a `RawDocumentBuf` ([`decode_raw`]), or
@@ -450,7 +453,7 @@ fn split_sort(
     let mut ranges = Vec::new();
     for part in parts {
         let mut from = None;
-        for cut in read.scan_splits(part, None, n)? {
+        for cut in read.scan_splits(part, None, None, n)? {
             ranges.push((part, from, Some(cut.clone())));
             from = Some(cut);
         }
@@ -541,8 +544,9 @@ impl<'t, T> Cursor<'t, T> {
     /// errors come where they would have come): a long read then uses every
     /// core, where a serial cursor spends one core's time per document.
     /// Batches grow from 256 documents to 8,192 while the cursor keeps being
-    /// read, so a consumer that stops early still reads little. A sort on a
-    /// store that lends its documents (MemoryStore) reads 8,192 at a time
+    /// read, so a consumer that stops early still reads little. A sort of a
+    /// scan splits its key range across the pool; a sort through an index on
+    /// a store that lends its documents (MemoryStore) reads 8,192 at a time
     /// and filters and keys them in parallel.
     pub fn with_decode_parallel(
         read: CollectionRead<'t>,
@@ -700,6 +704,21 @@ impl<'t, T> Cursor<'t, T> {
         }
         self.stats = stats;
         Ok(sorted_state(sorter))
+    }
+
+    /// Ranges that cut `span` of partition `part`, holding about `left`
+    /// documents, into about a batch's share per pool thread each.
+    fn cut(&self, part: &Part, span: KeySpan, left: usize) -> Result<VecDeque<KeySpan>> {
+        let threads = rayon::current_num_threads();
+        let n = (left / PAR_BATCH.div_ceil(threads)).min(MAX_SPLITS).max(threads);
+        let (mut lo, to) = span;
+        let mut ranges = VecDeque::new();
+        for cut in self.read.scan_splits(part, lo.as_deref(), to.as_deref(), n)? {
+            ranges.push_back((lo, Some(cut.clone())));
+            lo = Some(cut);
+        }
+        ranges.push_back((lo, to));
+        Ok(ranges)
     }
 
     /// How many documents the next batch reads: the cursor's batch size, or
@@ -892,18 +911,39 @@ impl<'t, T> Cursor<'t, T> {
                     let Some(p) = self.parts.get(part).cloned() else {
                         return Ok(());
                     };
-                    let group: Vec<_> = ranges
-                        .drain(..rayon::current_num_threads().min(ranges.len()))
-                        .collect();
-                    // Each range into one buffer: the documents are freed
-                    // a buffer at a time, not one by one on this thread
-                    // after other threads allocated them.
+                    let threads = rayon::current_num_threads();
+                    let group: Vec<KeySpan> = ranges.drain(..threads.min(ranges.len())).collect();
+                    // Each range into one buffer, of at most twice the
+                    // share of a batch it was cut for (ranges come out a
+                    // little uneven): the documents are freed a buffer at a
+                    // time, not one by one on this thread after other
+                    // threads allocated them.
+                    let per = 2 * PAR_BATCH.div_ceil(threads);
                     let runs: Vec<slate_core::Result<DocRun>> = group
                         .par_iter()
-                        .map(|(from, to)| self.read.scan_run(&p, from.as_deref(), to.as_deref()))
+                        .map(|(from, to)| self.read.scan_run(&p, from.as_deref(), to.as_deref(), per))
                         .collect();
                     let runs = runs.into_iter().collect::<slate_core::Result<Vec<_>>>()?;
-                    let docs: Vec<RawDoc<'_>> = runs.iter().flat_map(DocRun::docs).collect();
+                    // The documents in key order: up to the first range
+                    // read only in part, whose rest is cut again (its ids
+                    // were denser than the cut assumed); the ranges after
+                    // it are read again later.
+                    let mut docs: Vec<RawDoc<'_>> = Vec::new();
+                    let mut again: Vec<KeySpan> = Vec::new();
+                    for ((from, to), run) in group.into_iter().zip(&runs) {
+                        if !again.is_empty() {
+                            again.push((from, to));
+                            continue;
+                        }
+                        docs.extend(run.docs());
+                        if let Some(resume) = run.resume() {
+                            let left = self.plan.total.saturating_sub(self.stats.docs_read) as usize;
+                            again.extend(self.cut(&p, (Some(resume.to_vec()), to), left)?);
+                        }
+                    }
+                    for span in again.into_iter().rev() {
+                        ranges.push_front(span);
+                    }
                     self.take(&docs, true)?;
                     self.state = match () {
                         _ if self.remaining == 0 => State::Done,
@@ -927,19 +967,8 @@ impl<'t, T> Cursor<'t, T> {
                     };
                     let want = self.batch_len();
                     if want == PAR_BATCH && self.decode_batch.is_some() && self.read.on_disk() {
-                        // Ranges of about a batch per pool thread, for
-                        // what is left to read (across partitions: more,
-                        // smaller ranges when there are several).
-                        let threads = rayon::current_num_threads();
                         let left = self.plan.total.saturating_sub(self.stats.docs_read) as usize;
-                        let n = (left / (PAR_BATCH / threads).max(1)).clamp(threads, MAX_SPLITS);
-                        let mut ranges = VecDeque::new();
-                        let mut lo = from;
-                        for cut in self.read.scan_splits(&p, lo.as_deref(), n)? {
-                            ranges.push_back((lo, Some(cut.clone())));
-                            lo = Some(cut);
-                        }
-                        ranges.push_back((lo, None));
+                        let ranges = self.cut(&p, (from, None), left)?;
                         self.state = State::Split { part, ranges };
                         continue;
                     }
