@@ -152,6 +152,19 @@ type IndexEntry<'a> = (Cow<'a, [u8]>, Vec<u8>);
 /// counted in parallel once this many are found.
 const PAR_COUNT_MIN: usize = 4096;
 
+/// The document keys of partition `part` from `from` (inclusive) to `to`
+/// (exclusive), either end the partition's when `None`.
+fn doc_range(part: &Part, from: Option<&[u8]>, to: Option<&[u8]>) -> KeyRange {
+    let mut range = KeyRange::prefix(&keys::doc_prefix(&part.0));
+    if let Some(from) = from {
+        range.start = Some(from.to_vec());
+    }
+    if let Some(to) = to {
+        range.end = Some(to.to_vec());
+    }
+    range
+}
+
 /// Documents read by [`CollectionRead::scan_run`], key and bytes one after
 /// the other in one buffer.
 #[derive(Debug, Default)]
@@ -426,13 +439,7 @@ impl<'t> CollectionRead<'t> {
         from: Option<&[u8]>,
         to: Option<&[u8]>,
     ) -> Result<impl Iterator<Item = Result<RawDoc<'_>>> + '_> {
-        let mut range = KeyRange::prefix(&keys::doc_prefix(&part.0));
-        if let Some(from) = from {
-            range.start = Some(from.to_vec());
-        }
-        if let Some(to) = to {
-            range.end = Some(to.to_vec());
-        }
+        let range = doc_range(part, from, to);
         let iter = self.snap.range(&self.cf, &range, Direction::Forward)?;
         Ok(iter.map(|e| e.map(|(key, bytes)| RawDoc { key, bytes })))
     }
@@ -448,13 +455,7 @@ impl<'t> CollectionRead<'t> {
         to: Option<&[u8]>,
         max: usize,
     ) -> Result<DocRun> {
-        let mut range = KeyRange::prefix(&keys::doc_prefix(&part.0));
-        if let Some(from) = from {
-            range.start = Some(from.to_vec());
-        }
-        if let Some(to) = to {
-            range.end = Some(to.to_vec());
-        }
+        let range = doc_range(part, from, to);
         let mut run = DocRun::default();
         if max == 0 {
             run.resume = range.start;
@@ -488,13 +489,7 @@ impl<'t> CollectionRead<'t> {
         n: usize,
     ) -> Result<Vec<Vec<u8>>> {
         let prefix = keys::doc_prefix(&part.0);
-        let mut range = KeyRange::prefix(&prefix);
-        if let Some(from) = from {
-            range.start = Some(from.to_vec());
-        }
-        if let Some(to) = to {
-            range.end = Some(to.to_vec());
-        }
+        let range = doc_range(part, from, to);
         let end = |dir| -> Result<Option<Vec<u8>>> {
             let first = self.snap.range(&self.cf, &range, dir)?.next().transpose()?;
             Ok(first.map(|(key, _)| key[prefix.len()..].to_vec()))

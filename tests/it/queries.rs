@@ -1465,29 +1465,18 @@ fn scans_split_across_threads_agree_with_the_reference() {
             check_query(&coll.partition("a"), &a, query, t.backend);
         }
         // Unsorted over two partitions: every document of both, once.
+        let tenant_id = |d: &Document| {
+            let tenant = d.get_str("tenant").expect("tenant");
+            format!("{tenant}/{}", d.get("_id").expect("id"))
+        };
         let got: std::collections::BTreeSet<String> = scoped
             .find(doc! {})
             .run()
             .expect("run")
             .iter()
-            .map(|d| {
-                format!(
-                    "{}/{}",
-                    d.get_str("tenant").expect("tenant"),
-                    d.get("_id").expect("id")
-                )
-            })
+            .map(tenant_id)
             .collect();
-        let want: std::collections::BTreeSet<String> = some
-            .iter()
-            .map(|d| {
-                format!(
-                    "{}/{}",
-                    d.get_str("tenant").expect("tenant"),
-                    d.get("_id").expect("id")
-                )
-            })
-            .collect();
+        let want: std::collections::BTreeSet<String> = some.iter().map(tenant_id).collect();
         assert_eq!(
             (got.len(), &got),
             (some.len(), &want),

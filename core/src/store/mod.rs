@@ -62,12 +62,18 @@ pub trait Snapshot: Send + Sync {
     fn range(&self, cf: &str, range: &KeyRange, dir: Direction) -> Result<EntryIter<'_>>;
 
     /// How many keys lie in `range`, counting at most `cap`: what
-    /// `range(..).take(cap).count()` gives, without copying the entries.
+    /// `range(..).take(cap).count()` gives, through [`visit`](Self::visit)
+    /// (without copying the entries where it lends them).
     fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {
         let mut n = 0;
-        for e in self.range(cf, range, Direction::Forward)?.take(cap) {
-            e?;
-            n += 1;
+        if cap > 0 {
+            self.visit(cf, range, &mut |_, _| {
+                n += 1;
+                match n < cap {
+                    true => ControlFlow::Continue(()),
+                    false => ControlFlow::Break(()),
+                }
+            })?;
         }
         Ok(n)
     }

@@ -373,6 +373,7 @@ impl Snapshot for RocksSnapshot<'_> {
         if let Some(end) = &range.end {
             opts.set_iterate_upper_bound(end.clone());
         }
+        // The raw iterator lends each entry in place: none is copied out.
         let mut iter = self.store.db.raw_iterator_cf_opt(&handle, opts);
         match &range.start {
             Some(start) => iter.seek(start),
@@ -385,30 +386,6 @@ impl Snapshot for RocksSnapshot<'_> {
             iter.next();
         }
         Ok(iter.status()?)
-    }
-
-    fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {
-        let handle = self.store.cf(cf)?;
-        if range.is_empty() || cap == 0 {
-            return Ok(0);
-        }
-        let mut opts = self.read_opts();
-        if let Some(end) = &range.end {
-            opts.set_iterate_upper_bound(end.clone());
-        }
-        // The raw iterator lends each key in place: no entry is copied out.
-        let mut iter = self.store.db.raw_iterator_cf_opt(&handle, opts);
-        match &range.start {
-            Some(start) => iter.seek(start),
-            None => iter.seek_to_first(),
-        }
-        let mut n = 0;
-        while iter.valid() && n < cap {
-            n += 1;
-            iter.next();
-        }
-        iter.status()?;
-        Ok(n)
     }
 
     fn has_cf(&self, cf: &str) -> bool {
