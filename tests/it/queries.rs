@@ -1435,6 +1435,29 @@ fn scans_split_across_threads_agree_with_the_reference() {
             check_query(&coll, &docs, query, t.backend);
         }
 
+        // Integer ids, and one far above them: every document after the
+        // first batches lies in the first range, read in shares, its rest
+        // cut again each time.
+        let docs: Vec<Document> = (0..30_000)
+            .map(|i| doc! { "_id": i, "n": i % 7, "odd": i % 2 == 1 })
+            .chain([doc! { "_id": i64::MAX - 5, "n": 5, "odd": true }])
+            .collect();
+        let coll =
+            t.db.create_collection(CollectionConfig::new("skewed"))
+                .expect("create");
+        coll.insert_many(docs.clone()).expect("insert");
+        for query in [
+            q(doc! {}),
+            q(doc! { "odd": true }),
+            Query {
+                skip: 12_000,
+                limit: Some(9_000),
+                ..q(doc! {})
+            },
+        ] {
+            check_query(&coll, &docs, &query, t.backend);
+        }
+
         // Three tenants; `n` unique, so that no tie spans partitions.
         let tenants = ["a", "b", "c"];
         let docs: Vec<Document> = (0..30_000)

@@ -11,9 +11,9 @@
 //!
 //! A [parallel](Cursor::with_decode_parallel) cursor (the facade's finds)
 //! filters and decodes a large batch on the rayon pool, in order; its
-//! batches double from 256 documents to 8,192 while it keeps being read. On
-//! RocksDB, once its batches are full, a scan reads the rest of a partition
-//! in key ranges, one per pool thread at a time (`State::Split`). Its sort
+//! batches double from 256 documents to 8,192 while it keeps being read.
+//! Once its batches are full, a scan reads the rest of a partition in key
+//! ranges, one per pool thread at a time (`State::Split`). Its sort
 //! of a scan of 4,096 documents or more cuts the key range into ranges read,
 //! filtered and keyed by parallel tasks, each keeping its own top n (every
 //! match when unbounded), merged at the end; through an index, on
@@ -89,8 +89,8 @@ enum State {
         seen: Option<HashSet<Vec<u8>>>,
     },
     /// Scanning partition `part` a few key ranges at a time, in parallel
-    /// (a store that copies documents out, once batches are full): each
-    /// range `(from, to)`, `None` ends being the partition's.
+    /// (once batches are full): each range `(from, to)`, `None` ends being
+    /// the partition's.
     Split {
         part: usize,
         ranges: VecDeque<KeySpan>,
@@ -429,6 +429,51 @@ fn visit_matches(
         }
     }
     Ok(())
+}
+
+/// At most a given number of a range's documents, read for a split scan,
+/// and where the rest of the range starts (`None`: it was read to its end).
+enum Piece<'r> {
+    /// Copied into one buffer (a store that copies documents out).
+    Run(DocRun),
+    /// Lent by the store.
+    Lent(Vec<RawDoc<'r>>, Option<Vec<u8>>),
+}
+
+impl<'r> Piece<'r> {
+    fn read(
+        read: &'r CollectionRead<'r>,
+        part: &Part,
+        (from, to): (Option<&[u8]>, Option<&[u8]>),
+        max: usize,
+    ) -> slate_core::Result<Self> {
+        if read.on_disk() {
+            return read.scan_run(part, from, to, max).map(Piece::Run);
+        }
+        let mut docs = Vec::with_capacity(max.min(PAR_BATCH));
+        for doc in read.scan_between(part, from, to)? {
+            let doc = doc?;
+            if docs.len() == max {
+                return Ok(Piece::Lent(docs, Some(doc.key.into_owned())));
+            }
+            docs.push(doc);
+        }
+        Ok(Piece::Lent(docs, None))
+    }
+
+    fn docs(&self) -> Box<dyn Iterator<Item = RawDoc<'_>> + '_> {
+        match self {
+            Piece::Run(run) => Box::new(run.docs()),
+            Piece::Lent(docs, _) => Box::new(docs.iter().cloned()),
+        }
+    }
+
+    fn resume(&self) -> Option<&[u8]> {
+        match self {
+            Piece::Run(run) => run.resume(),
+            Piece::Lent(_, resume) => resume.as_deref(),
+        }
+    }
 }
 
 /// The sort of a scan: each partition's key range is cut into ranges
@@ -918,10 +963,13 @@ impl<'t, T> Cursor<'t, T> {
                     // little uneven): the documents are freed a buffer at a
                     // time, not one by one on this thread after other
                     // threads allocated them.
+                    // A store that lends its documents (MemoryStore) lends
+                    // them here too.
                     let per = 2 * PAR_BATCH.div_ceil(threads);
-                    let runs: Vec<slate_core::Result<DocRun>> = group
+                    let read = self.read.clone();
+                    let runs: Vec<slate_core::Result<Piece<'_>>> = group
                         .par_iter()
-                        .map(|(from, to)| self.read.scan_run(&p, from.as_deref(), to.as_deref(), per))
+                        .map(|(from, to)| Piece::read(&read, &p, (from.as_deref(), to.as_deref()), per))
                         .collect();
                     let runs = runs.into_iter().collect::<slate_core::Result<Vec<_>>>()?;
                     // The documents in key order: up to the first range
@@ -966,7 +1014,7 @@ impl<'t, T> Cursor<'t, T> {
                         return Ok(());
                     };
                     let want = self.batch_len();
-                    if want == PAR_BATCH && self.decode_batch.is_some() && self.read.on_disk() {
+                    if want == PAR_BATCH && self.decode_batch.is_some() {
                         let left = self.plan.total.saturating_sub(self.stats.docs_read) as usize;
                         let ranges = self.cut(&p, (from, None), left)?;
                         self.state = State::Split { part, ranges };
