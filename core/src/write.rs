@@ -299,8 +299,9 @@ impl<'db> WriteTxn<'db> {
 
     /// Stages the collection markers that documents of `config` call for:
     /// an `int32` id deletes the exact-ids marker, an array at an indexed
-    /// field sets that field's `multikey` marker. Every read comes before
-    /// the first change, so a failed read (a disk error) stages nothing.
+    /// field sets that field's `multikey` marker (each field named once).
+    /// Every read comes before the first change, so a failed read (a disk
+    /// error) stages nothing.
     fn mark<'f>(
         &mut self,
         config: &CollectionConfig,
@@ -315,7 +316,7 @@ impl<'db> WriteTxn<'db> {
         let mut unmarked = Vec::new();
         for field in multikey {
             let mk = keys::multikey_key(field);
-            if !unmarked.contains(&mk) && self.txn.get(cf, &mk)?.is_none() {
+            if self.txn.get(cf, &mk)?.is_none() {
                 unmarked.push(mk);
             }
         }

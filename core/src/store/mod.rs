@@ -42,6 +42,34 @@ pub type EntryIter<'a> = Box<dyn Iterator<Item = Result<Entry<'a>>> + Send + 'a>
 /// What [`Snapshot::visit`] hands each entry to: its key and value.
 pub type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> ControlFlow<()> + 'a;
 
+/// Hands each entry of `entries` to `f` until it breaks: what
+/// [`Snapshot::visit`] does over a range's iterator.
+pub(crate) fn visit_entries(entries: EntryIter<'_>, f: &mut Visitor<'_>) -> Result<()> {
+    for e in entries {
+        let (k, v) = e?;
+        if f(&k, &v).is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Counts the entries `visit` hands over, stopping at `cap`: what
+/// [`Snapshot::count_range`] does through [`Snapshot::visit`].
+pub(crate) fn count_visited(visit: impl FnOnce(&mut Visitor<'_>) -> Result<()>, cap: usize) -> Result<usize> {
+    let mut n = 0;
+    if cap > 0 {
+        visit(&mut |_, _| {
+            n += 1;
+            match n < cap {
+                true => ControlFlow::Continue(()),
+                false => ControlFlow::Break(()),
+            }
+        })?;
+    }
+    Ok(n)
+}
+
 /// A consistent, read-only view of a store at one commit version.
 ///
 /// A [`WriteTxn`] is one too: it reads its base snapshot with its own changes
@@ -65,30 +93,14 @@ pub trait Snapshot: Send + Sync {
     /// `range(..).take(cap).count()` gives, through [`visit`](Self::visit)
     /// (without copying the entries where it lends them).
     fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {
-        let mut n = 0;
-        if cap > 0 {
-            self.visit(cf, range, &mut |_, _| {
-                n += 1;
-                match n < cap {
-                    true => ControlFlow::Continue(()),
-                    false => ControlFlow::Break(()),
-                }
-            })?;
-        }
-        Ok(n)
+        count_visited(|f| self.visit(cf, range, f), cap)
     }
 
     /// Hands each entry of `range` to `f`, in key order, until `f` breaks:
     /// what `range` yields, lent instead of copied where the backend copies
     /// entries out (RocksDB).
     fn visit(&self, cf: &str, range: &KeyRange, f: &mut Visitor<'_>) -> Result<()> {
-        for e in self.range(cf, range, Direction::Forward)? {
-            let (k, v) = e?;
-            if f(&k, &v).is_break() {
-                break;
-            }
-        }
-        Ok(())
+        visit_entries(self.range(cf, range, Direction::Forward)?, f)
     }
 
     /// Entries whose keys start with `prefix`.

@@ -12,7 +12,10 @@ use std::iter::Peekable;
 
 use rayon::slice::ParallelSliceMut;
 
-use super::{Batch, Bytes, Direction, Entry, EntryIter, KeyRange, Op, Snapshot, Store, Visitor};
+use super::{
+    count_visited, visit_entries, Batch, Bytes, Direction, Entry, EntryIter, KeyRange, Op, Snapshot, Store,
+    Visitor,
+};
 use crate::{Error, Result};
 
 /// Fewest entries [`WriteTxn::put_many`] sorts and builds into a tree in
@@ -273,25 +276,14 @@ impl Snapshot for WriteTxn<'_> {
         if !self.changes.contains_key(cf) {
             return self.base.visit(cf, range, f);
         }
-        for e in WriteTxn::range(self, cf, range, Direction::Forward)? {
-            let (k, v) = e?;
-            if f(&k, &v).is_break() {
-                break;
-            }
-        }
-        Ok(())
+        visit_entries(WriteTxn::range(self, cf, range, Direction::Forward)?, f)
     }
 
     fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {
         if !self.changes.contains_key(cf) {
             return self.base.count_range(cf, range, cap);
         }
-        let mut n = 0;
-        for e in WriteTxn::range(self, cf, range, Direction::Forward)?.take(cap) {
-            e?;
-            n += 1;
-        }
-        Ok(n)
+        count_visited(|f| self.visit(cf, range, f), cap)
     }
 
     fn has_cf(&self, cf: &str) -> bool {

@@ -494,15 +494,10 @@ fn split_sort(
     let bound = sorter.bound();
     let fields = sorter.fields();
     let n = rayon::current_num_threads() * SPLITS_PER_THREAD;
-    // (partition, from, to): `None` ends are the partition's.
     let mut ranges = Vec::new();
     for part in parts {
-        let mut from = None;
-        for cut in read.scan_splits(part, None, None, n)? {
-            ranges.push((part, from, Some(cut.clone())));
-            from = Some(cut);
-        }
-        ranges.push((part, from, None));
+        let spans = key_spans(read, part, (None, None), n)?;
+        ranges.extend(spans.into_iter().map(|(from, to)| (part, from, to)));
     }
     let tasks: Vec<Result<_>> = ranges
         .into_par_iter()
@@ -525,6 +520,19 @@ fn split_sort(
         }
     }
     Ok(())
+}
+
+/// `span` of partition `part` cut into at most `n` ranges, in key order
+/// ([`CollectionRead::scan_splits`]).
+fn key_spans(read: &CollectionRead<'_>, part: &Part, span: KeySpan, n: usize) -> Result<VecDeque<KeySpan>> {
+    let (mut lo, to) = span;
+    let mut spans = VecDeque::new();
+    for cut in read.scan_splits(part, lo.as_deref(), to.as_deref(), n)? {
+        spans.push_back((lo, Some(cut.clone())));
+        lo = Some(cut);
+    }
+    spans.push_back((lo, to));
+    Ok(spans)
 }
 
 /// The cursor's state once `sorter` holds the sorted documents.
@@ -751,19 +759,14 @@ impl<'t, T> Cursor<'t, T> {
         Ok(sorted_state(sorter))
     }
 
-    /// Ranges that cut `span` of partition `part`, holding about `left`
-    /// documents, into about a batch's share per pool thread each.
-    fn cut(&self, part: &Part, span: KeySpan, left: usize) -> Result<VecDeque<KeySpan>> {
+    /// Ranges that cut `span` of partition `part` into about a batch's
+    /// share per pool thread each, for the documents the plan has left to
+    /// read (across partitions: more, smaller ranges when there are several).
+    fn cut(&self, part: &Part, span: KeySpan) -> Result<VecDeque<KeySpan>> {
         let threads = rayon::current_num_threads();
+        let left = self.plan.total.saturating_sub(self.stats.docs_read) as usize;
         let n = (left / PAR_BATCH.div_ceil(threads)).min(MAX_SPLITS).max(threads);
-        let (mut lo, to) = span;
-        let mut ranges = VecDeque::new();
-        for cut in self.read.scan_splits(part, lo.as_deref(), to.as_deref(), n)? {
-            ranges.push_back((lo, Some(cut.clone())));
-            lo = Some(cut);
-        }
-        ranges.push_back((lo, to));
-        Ok(ranges)
+        key_spans(&self.read, part, span, n)
     }
 
     /// How many documents the next batch reads: the cursor's batch size, or
@@ -958,13 +961,11 @@ impl<'t, T> Cursor<'t, T> {
                     };
                     let threads = rayon::current_num_threads();
                     let group: Vec<KeySpan> = ranges.drain(..threads.min(ranges.len())).collect();
-                    // Each range into one buffer, of at most twice the
-                    // share of a batch it was cut for (ranges come out a
-                    // little uneven): the documents are freed a buffer at a
-                    // time, not one by one on this thread after other
-                    // threads allocated them.
-                    // A store that lends its documents (MemoryStore) lends
-                    // them here too.
+                    // Each range read up to twice the share of a batch it
+                    // was cut for (ranges come out a little uneven): lent
+                    // by a store that lends documents, else into one buffer,
+                    // freed at once rather than copy by copy on this thread
+                    // after other threads made them.
                     let per = 2 * PAR_BATCH.div_ceil(threads);
                     let read = self.read.clone();
                     let runs: Vec<slate_core::Result<Piece<'_>>> = group
@@ -985,8 +986,7 @@ impl<'t, T> Cursor<'t, T> {
                         }
                         docs.extend(run.docs());
                         if let Some(resume) = run.resume() {
-                            let left = self.plan.total.saturating_sub(self.stats.docs_read) as usize;
-                            again.extend(self.cut(&p, (Some(resume.to_vec()), to), left)?);
+                            again.extend(self.cut(&p, (Some(resume.to_vec()), to))?);
                         }
                     }
                     for span in again.into_iter().rev() {
@@ -1015,8 +1015,7 @@ impl<'t, T> Cursor<'t, T> {
                     };
                     let want = self.batch_len();
                     if want == PAR_BATCH && self.decode_batch.is_some() {
-                        let left = self.plan.total.saturating_sub(self.stats.docs_read) as usize;
-                        let ranges = self.cut(&p, (from, None), left)?;
+                        let ranges = self.cut(&p, (from, None))?;
                         self.state = State::Split { part, ranges };
                         continue;
                     }
