@@ -1107,7 +1107,7 @@ fn an_unsorted_limit_streams_the_most_selective_index() {
         let (coll, all) = big_collection(&t);
         // 400 of 2,000 documents: an index scan without a limit (under total / 3).
         let statuses: Vec<Bson> = (0..20).map(|i| Bson::from(format!("s{i}"))).collect();
-        let filter = doc! { "status": { "$in": statuses } };
+        let filter = doc! { "status": { "$in": statuses.clone() } };
         let plan = |filter: &Document, limit: Option<usize>, sort: &[&str]| {
             let mut f = coll.find(filter.clone());
             if let Some(l) = limit {
@@ -1123,10 +1123,25 @@ fn an_unsorted_limit_streams_the_most_selective_index() {
             "[{}]",
             t.backend
         );
-        // Limit 5: counting stops at 64 entries, and the index is streamed anyway.
+        // Limit 5 and one index: the index is streamed whatever its count,
+        // so counting stops past the limit.
         assert!(
             matches!(
                 plan(&filter, Some(5), &[]),
+                Source::IndexScan {
+                    estimate: 5,
+                    capped: true,
+                    ..
+                }
+            ),
+            "[{}]",
+            t.backend
+        );
+        // Two indexes: counted to 64 entries each, to choose between them.
+        let both = doc! { "status": { "$in": statuses.clone() }, "flag": true };
+        assert!(
+            matches!(
+                plan(&both, Some(5), &[]),
                 Source::IndexScan {
                     estimate: 64,
                     capped: true,

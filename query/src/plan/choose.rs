@@ -123,7 +123,8 @@ pub fn search_source(
         Some(n) => n,
         None => count_parts(read, parts)?,
     };
-    let (source, most_selective) = choose_source(read, parts, filter, total, cap, counter)?;
+    let preds = index_predicates(read, filter)?;
+    let (source, most_selective) = choose_source(read, parts, filter, preds, total, cap, counter)?;
     Ok(if source.uses_index() {
         Some(source)
     } else {
@@ -153,17 +154,26 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     // so the most selective index scan runs whatever its count, and counting
     // past LOOKUP_COST * want entries would only rank indexes that all
     // read a few lookups per match anyway.
-    let limited = match spec.limit {
-        Some(limit) if spec.sort.is_empty() => {
-            let want = (limit as u64).saturating_add(spec.skip as u64);
-            cap = cap.min(want.saturating_mul(LOOKUP_COST).max(64));
-            true
-        }
-        _ => false,
+    let want = match spec.limit {
+        Some(limit) if spec.sort.is_empty() => Some((limit as u64).saturating_add(spec.skip as u64)),
+        _ => None,
     };
+    let limited = want.is_some();
     let source = match &spec.filter {
         Some(filter) => {
-            let (source, most_selective) = choose_source(read, parts, filter, total, cap, None)?;
+            let preds = index_predicates(read, filter)?;
+            if let Some(want) = want {
+                // One index and no `$or`: that index is the source whatever
+                // its count, so it is counted only as far as the limit (an
+                // exact estimate when fewer match).
+                let only = preds.len() == 1 && !matches!(filter, Filter::Or(_));
+                cap = if only {
+                    want.max(1)
+                } else {
+                    cap.min(want.saturating_mul(LOOKUP_COST).max(64))
+                };
+            }
+            let (source, most_selective) = choose_source(read, parts, filter, preds, total, cap, None)?;
             match most_selective {
                 Some(index) if limited && !source.uses_index() => index,
                 _ => source,
@@ -184,21 +194,22 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     })
 }
 
-/// Chooses among the index sources of `filter` by estimates counted up to
-/// `cap`: the chosen source (a scan when no index is selective enough), and,
+/// Chooses among the index sources of `filter` (its index predicates
+/// `preds`) by estimates counted up to `cap`: the chosen source (a scan when no index is selective enough), and,
 /// when that reads no index, the most selective single index scan, capped or
 /// not.
 fn choose_source(
     read: &CollectionRead<'_>,
     parts: &[Part],
     filter: &Filter,
+    preds: Vec<IndexPredicate>,
     total: u64,
     cap: u64,
     counter: Option<Counter<'_>>,
 ) -> Result<(Source, Option<Source>)> {
     let mut source = Source::Scan { estimate: total };
     let mut candidates = Vec::new();
-    for p in index_predicates(read, filter)? {
+    for p in preds {
         candidates.push(estimate_predicate(read, parts, p, cap, counter)?);
     }
     // Uncapped estimates first, most selective first; a capped one means
