@@ -179,6 +179,72 @@ fn decode_parallel<T: Send>(
         .collect()
 }
 
+/// One range of a split scan read, filtered and decoded by one rayon task:
+/// the results of its matches in key order (`Err` for a document the filter
+/// could not read), how many documents it read, and where the rest of the
+/// range starts (`None`: it was read to its end).
+struct RangeOut<T> {
+    items: Vec<Result<Result<T>>>,
+    read: usize,
+    resume: Option<Vec<u8>>,
+}
+
+/// Reads up to `per` documents of each range of `part` in `group`, and
+/// filters and decodes them, one rayon task per range; the ranges' outputs
+/// in order (see [`Cursor::with_decode_parallel`]).
+type SplitBatch<T> = fn(
+    &CollectionRead<'_>,
+    &Part,
+    &[KeySpan],
+    usize,
+    Decode<T>,
+    Option<&crate::filter::Filter>,
+    Option<&[String]>,
+) -> slate_core::Result<Vec<RangeOut<T>>>;
+
+/// The [`SplitBatch`] of a parallel cursor: each task reads its range, then
+/// filters and decodes what it read with its thread's materialiser, and
+/// frees what it read itself.
+fn split_parallel<T: Send>(
+    read: &CollectionRead<'_>,
+    part: &Part,
+    group: &[KeySpan],
+    per: usize,
+    decode: Decode<T>,
+    filter: Option<&crate::filter::Filter>,
+    projection: Option<&[String]>,
+) -> slate_core::Result<Vec<RangeOut<T>>> {
+    group
+        .par_iter()
+        .map(|(from, to)| {
+            let piece = Piece::read(read, part, (from.as_deref(), to.as_deref()), per)?;
+            let mut items = Vec::new();
+            let mut n = 0;
+            Materializer::with_thread_local(|mat| {
+                for doc in piece.docs() {
+                    n += 1;
+                    if let Some(f) = filter {
+                        match doc.raw() {
+                            Ok(raw) if f.matches(raw) => {}
+                            Ok(_) => continue,
+                            Err(e) => {
+                                items.push(Err(e.into()));
+                                continue;
+                            }
+                        }
+                    }
+                    items.push(Ok(decode(read, mat, &doc, projection)));
+                }
+            });
+            Ok(RangeOut {
+                items,
+                read: n,
+                resume: piece.resume().map(<[u8]>::to_vec),
+            })
+        })
+        .collect()
+}
+
 /// A lazy iterator over the results of a plan.
 pub struct Cursor<'t, T = Document> {
     read: CollectionRead<'t>,
@@ -210,6 +276,9 @@ pub struct Cursor<'t, T = Document> {
     /// How a [parallel](Cursor::with_decode_parallel) cursor decodes a large batch on
     /// the rayon pool (`None`: serial, one document at a time).
     decode_batch: Option<DecodeBatch<T>>,
+    /// How a parallel cursor's split scan reads, filters and decodes its
+    /// ranges in one task each (`None`: serial).
+    split_batch: Option<SplitBatch<T>>,
 }
 
 impl<T> std::fmt::Debug for Cursor<'_, T> {
@@ -589,7 +658,7 @@ impl<'t, T> Cursor<'t, T> {
         parts: Vec<Part>,
         decode: Decode<T>,
     ) -> Result<Self> {
-        Self::start(read, plan, parts, decode, None)
+        Self::start(read, plan, parts, decode, None, None)
     }
 
     /// [`with_decode`](Self::with_decode), filtering, sorting and decoding
@@ -610,7 +679,14 @@ impl<'t, T> Cursor<'t, T> {
     where
         T: Send,
     {
-        Self::start(read, plan, parts, decode, Some(decode_parallel::<T>))
+        Self::start(
+            read,
+            plan,
+            parts,
+            decode,
+            Some(decode_parallel::<T>),
+            Some(split_parallel::<T>),
+        )
     }
 
     fn start(
@@ -619,6 +695,7 @@ impl<'t, T> Cursor<'t, T> {
         parts: Vec<Part>,
         decode: Decode<T>,
         decode_batch: Option<DecodeBatch<T>>,
+        split_batch: Option<SplitBatch<T>>,
     ) -> Result<Self> {
         let to_skip = plan.skip;
         let remaining = plan.limit.unwrap_or(usize::MAX);
@@ -640,6 +717,7 @@ impl<'t, T> Cursor<'t, T> {
             floor: MIN_BATCH,
             pending: None,
             decode_batch,
+            split_batch,
         };
         cursor.state = if remaining == 0 {
             State::Done
@@ -967,6 +1045,53 @@ impl<'t, T> Cursor<'t, T> {
                     // freed at once rather than copy by copy on this thread
                     // after other threads made them.
                     let per = 2 * PAR_BATCH.div_ceil(threads);
+                    // Every match a result (no skip, no limit inside the
+                    // group): each task filters and decodes its own range.
+                    let fused = !self.counting && self.to_skip == 0 && self.remaining >= per * group.len();
+                    if let Some(split) = self.split_batch.filter(|_| fused) {
+                        let outs = split(
+                            &self.read,
+                            &p,
+                            &group,
+                            per,
+                            self.decode,
+                            self.plan.filter.as_ref(),
+                            self.plan.projection.as_deref(),
+                        )?;
+                        let mut again: Vec<KeySpan> = Vec::new();
+                        let mut read = 0;
+                        for ((from, to), out) in group.into_iter().zip(outs) {
+                            if !again.is_empty() {
+                                again.push((from, to));
+                                continue;
+                            }
+                            read += out.read;
+                            self.stats.docs_read += out.read as u64;
+                            for item in out.items {
+                                // A document the filter cannot read ends the
+                                // cursor, after the matches before it.
+                                self.out.push_back(item?);
+                                self.stats.matched += 1;
+                                self.remaining -= 1;
+                            }
+                            if let Some(resume) = out.resume {
+                                again.extend(self.cut(&p, (Some(resume), to))?);
+                            }
+                        }
+                        for span in again.into_iter().rev() {
+                            ranges.push_front(span);
+                        }
+                        self.grow_batch(read);
+                        self.state = match () {
+                            _ if self.remaining == 0 => State::Done,
+                            _ if ranges.is_empty() => State::Scan {
+                                part: part + 1,
+                                from: None,
+                            },
+                            _ => State::Split { part, ranges },
+                        };
+                        continue;
+                    }
                     let read = self.read.clone();
                     let runs: Vec<slate_core::Result<Piece<'_>>> = group
                         .par_iter()
