@@ -172,6 +172,7 @@ const RESERVE_BYTES: usize = 64 << 20;
 /// measured 2% faster). Room reserved for far more results than came is given
 /// back.
 fn collect<T>(cursor: Cursor<'_, T>) -> Result<Vec<T>> {
+    let cursor = cursor.collecting();
     let room = RESERVE_BYTES / std::mem::size_of::<T>().max(1);
     let mut out = Vec::with_capacity(cursor.expected_len().min(room));
     for item in cursor {

@@ -748,6 +748,18 @@ impl<'t, T> Cursor<'t, T> {
         Ok(cursor)
     }
 
+    /// For a caller that takes every result (collecting them): a
+    /// [parallel](Self::with_decode_parallel) cursor reads its largest
+    /// batches from the first, rather than growing them from 256 documents
+    /// for a consumer that may stop early. A limit still bounds each batch.
+    #[must_use]
+    pub fn collecting(mut self) -> Self {
+        if self.decode_batch.is_some() {
+            self.batch = PAR_BATCH;
+        }
+        self
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> ExecStats {
         self.stats
