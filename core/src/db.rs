@@ -6,8 +6,9 @@
 //! vector caches live beside the store and are updated in the instant a commit
 //! is published (see [`Store::apply`]).
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::readers::{Readers, TrackedStore};
@@ -25,6 +26,82 @@ pub struct Database {
     pub(crate) readers: Arc<Readers>,
     /// Vector caches per collection. Changed only under the store's write lock.
     pub(crate) vectors: RwLock<BTreeMap<String, Arc<VectorSet>>>,
+    /// Collection configurations known to be current at a catalog generation.
+    pub(crate) catalog: CatalogMemo,
+}
+
+/// Spares a read transaction its catalog read. Every commit that changes the
+/// catalog makes `gen` odd before it and even again after it (commits are
+/// serialised by the store's write lock). A snapshot taken while `gen` read
+/// the same even value before and after sees the catalog of every commit
+/// before that generation began and of none after, the same catalog as every
+/// other snapshot taken so at that generation: a configuration read from one
+/// of them serves the others without a catalog read.
+#[derive(Debug, Default)]
+pub(crate) struct CatalogMemo {
+    gen: AtomicU64,
+    /// Collection name → the generation it was read at, its configuration
+    /// and its column family's name.
+    known: RwLock<HashMap<String, Known>>,
+}
+
+/// A configuration read at a catalog generation, and its column family's name.
+type Known = (u64, Arc<CollectionConfig>, Arc<str>);
+
+/// Held across a commit that changes the catalog (see [`CatalogMemo`]).
+pub(crate) struct CatalogWrite<'a>(&'a AtomicU64);
+
+impl Drop for CatalogWrite<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl CatalogMemo {
+    /// Marks a catalog change from now until the guard drops (after the commit).
+    pub(crate) fn write(&self) -> CatalogWrite<'_> {
+        self.gen.fetch_add(1, Ordering::SeqCst);
+        CatalogWrite(&self.gen)
+    }
+
+    /// Takes a snapshot with `take`, and the catalog generation it is known
+    /// to read at (`None` when a catalog change was under way).
+    pub(crate) fn snapshot<S>(&self, take: impl FnOnce() -> S) -> (S, Option<u64>) {
+        let before = self.gen.load(Ordering::SeqCst);
+        let snap = take();
+        let after = self.gen.load(Ordering::SeqCst);
+        (
+            snap,
+            (before == after && before.is_multiple_of(2)).then_some(before),
+        )
+    }
+
+    /// Collection `name`'s configuration and column family in `snap`, taken
+    /// at catalog generation `gen`: remembered from another snapshot of the
+    /// same generation, else read from `snap`'s catalog.
+    pub(crate) fn collection(
+        &self,
+        snap: &dyn crate::store::Snapshot,
+        name: &str,
+        gen: Option<u64>,
+    ) -> Result<(Arc<CollectionConfig>, Arc<str>)> {
+        if let Some(gen) = gen {
+            let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some((at, config, cf)) = known.get(name) {
+                if *at == gen {
+                    return Ok((Arc::clone(config), Arc::clone(cf)));
+                }
+            }
+        }
+        let (config, cf) = crate::read::read_collection(snap, name)?;
+        if let Some(gen) = gen {
+            self.known
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(name.to_owned(), (gen, Arc::clone(&config), Arc::clone(&cf)));
+        }
+        Ok((config, cf))
+    }
 }
 
 impl std::fmt::Debug for Database {
@@ -48,6 +125,7 @@ impl Database {
             untracked: store,
             readers,
             vectors: RwLock::new(BTreeMap::new()),
+            catalog: CatalogMemo::default(),
         };
         let snap = db.store.snapshot();
         let mut vectors = BTreeMap::new();
@@ -90,6 +168,7 @@ impl Database {
         txn.put(&cf, crate::keys::exact_ids_key(), Vec::new())?;
         let set = Arc::new(VectorSet::new(&config));
         let name = config.name.clone();
+        let _catalog = self.catalog.write();
         txn.commit_with(|_| {
             self.vectors
                 .write()
@@ -108,6 +187,7 @@ impl Database {
             });
         }
         txn.delete(CATALOG_CF, name.as_bytes())?;
+        let _catalog = self.catalog.write();
         txn.commit_with(|_| {
             self.vectors
                 .write()

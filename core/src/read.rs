@@ -49,6 +49,9 @@ pub struct ReadTxn<'db> {
     /// Whether its collections carry their vector caches (its snapshot is
     /// then registered with the compaction floor).
     vectors: bool,
+    /// The catalog generation its snapshot reads at, when known (see
+    /// `CatalogMemo`).
+    catalog_gen: Option<u64>,
 }
 
 impl std::fmt::Debug for ReadTxn<'_> {
@@ -61,10 +64,12 @@ impl std::fmt::Debug for ReadTxn<'_> {
 
 impl<'db> ReadTxn<'db> {
     pub(crate) fn new(db: &'db Database) -> Self {
+        let (snap, catalog_gen) = db.catalog.snapshot(|| db.store.snapshot());
         Self {
             db,
-            snap: Arc::from(db.store.snapshot()),
+            snap: Arc::from(snap),
             vectors: true,
+            catalog_gen,
         }
     }
 
@@ -72,10 +77,12 @@ impl<'db> ReadTxn<'db> {
     /// with the vector compaction floor and its collections carry no vector
     /// caches (stored vectors are still read from their keys).
     pub(crate) fn documents_only(db: &'db Database) -> Self {
+        let (snap, catalog_gen) = db.catalog.snapshot(|| db.untracked.snapshot());
         Self {
             db,
-            snap: Arc::from(db.untracked.snapshot()),
+            snap: Arc::from(snap),
             vectors: false,
+            catalog_gen,
         }
     }
 
@@ -91,13 +98,20 @@ impl<'db> ReadTxn<'db> {
 
     /// The configuration of collection `name` in this snapshot.
     pub fn config(&self, name: &str) -> Result<CollectionConfig> {
-        Ok(CollectionConfig::clone(&*read_config(self.snap.as_ref(), name)?))
+        let (config, _) = self
+            .db
+            .catalog
+            .collection(self.snap.as_ref(), name, self.catalog_gen)?;
+        Ok(CollectionConfig::clone(&*config))
     }
 
     /// A handle for reading collection `name`. It shares this transaction's
     /// snapshot and may outlive the transaction value.
     pub fn collection(&self, name: &str) -> Result<CollectionRead<'db>> {
-        let (config, cf) = read_collection(self.snap.as_ref(), name)?;
+        let (config, cf) = self
+            .db
+            .catalog
+            .collection(self.snap.as_ref(), name, self.catalog_gen)?;
         // No lock or map lookup for a collection without vector fields.
         let vectors = if self.vectors && !config.vectors.is_empty() {
             self.db.vector_set(name)
@@ -115,7 +129,8 @@ impl<'db> ReadTxn<'db> {
 
 /// The configuration of collection `name` in `snap`. Decoded configurations
 /// are memoised by their stored bytes (a pure function of them), so opening a
-/// collection for a read costs one catalog read and a byte comparison.
+/// collection costs one catalog read and a byte comparison; a read
+/// transaction usually skips even that (`CatalogMemo` in `db.rs`).
 pub(crate) fn read_config(snap: &dyn Snapshot, name: &str) -> Result<Arc<CollectionConfig>> {
     read_collection(snap, name).map(|(config, _)| config)
 }

@@ -41,6 +41,8 @@ pub struct WriteTxn<'db> {
     /// Collections whose exact-ids marker this transaction has deleted or
     /// found absent (an int32 `_id` was written).
     int32_marked: BTreeSet<String>,
+    /// Whether a configuration was saved to the catalog.
+    catalog_changed: bool,
 }
 
 impl std::fmt::Debug for WriteTxn<'_> {
@@ -179,6 +181,7 @@ impl<'db> WriteTxn<'db> {
             db,
             txn: store::begin_write(db.store.as_ref())?,
             configs: BTreeMap::new(),
+            catalog_changed: false,
             counts: BTreeMap::new(),
             int32_marked: BTreeSet::new(),
             vector_ops: Vec::new(),
@@ -807,6 +810,7 @@ impl<'db> WriteTxn<'db> {
         let bytes =
             bson::to_vec(&config.to_document()).map_err(|e| Error::Corrupt { what: e.to_string() })?;
         self.txn.put(CATALOG_CF, config.name.as_bytes(), bytes)?;
+        self.catalog_changed = true;
         self.configs.insert(config.name.clone(), config);
         Ok(())
     }
@@ -828,9 +832,10 @@ impl<'db> WriteTxn<'db> {
         }
         let db = self.db;
         let ops = std::mem::take(&mut self.vector_ops);
-        let version = self
-            .txn
-            .commit_with(|version| db.apply_vector_ops(&ops, version))?;
+        let catalog = self.catalog_changed.then(|| db.catalog.write());
+        let version = self.txn.commit_with(|version| db.apply_vector_ops(&ops, version));
+        drop(catalog);
+        let version = version?;
         if !ops.is_empty() {
             db.compact_vectors(&ops);
         }

@@ -283,6 +283,50 @@ fn create_index_over_existing_documents_and_drop_it() {
     }
 }
 
+/// Readers skip the catalog read when no catalog change could lie between
+/// their snapshot and one that read it already: each still sees the
+/// configuration of its own snapshot across index changes, a drop and a
+/// re-creation, on both backends.
+#[test]
+fn every_reader_sees_its_own_snapshots_configuration() {
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("c")).expect("create");
+        let indexes = |txn: &slate_core::ReadTxn<'_>| txn.collection("c").map(|c| c.config().indexes.clone());
+        let before = db.read();
+        assert_eq!(indexes(&before).expect("read"), Vec::<String>::new());
+        assert_eq!(indexes(&db.read()).expect("read"), Vec::<String>::new());
+
+        let mut txn = db.begin_write().expect("txn");
+        txn.create_index("c", "a").expect("index");
+        txn.commit().expect("commit");
+        let with_a = db.read();
+        assert_eq!(indexes(&with_a).expect("read"), ["a"]);
+        assert_eq!(indexes(&db.read()).expect("read"), ["a"]);
+        // Read after the newer readers, the older snapshot's own.
+        assert_eq!(indexes(&before).expect("read"), Vec::<String>::new());
+        assert_eq!(before.config("c").expect("config").indexes, Vec::<String>::new());
+
+        // A transaction that fails changes nothing a reader sees.
+        let mut txn = db.begin_write().expect("txn");
+        txn.create_index("c", "b").expect("index");
+        txn.rollback();
+        assert_eq!(indexes(&db.read()).expect("read"), ["a"]);
+
+        db.drop_collection("c").expect("drop");
+        assert!(matches!(
+            indexes(&db.read()),
+            Err(Error::UnknownCollection { .. })
+        ));
+        assert_eq!(indexes(&with_a).expect("read"), ["a"]);
+
+        db.create_collection(CollectionConfig::new("c").index("z"))
+            .expect("recreate");
+        assert_eq!(indexes(&db.read()).expect("read"), ["z"]);
+        assert_eq!(indexes(&with_a).expect("read"), ["a"]);
+        assert_eq!(indexes(&db.read_documents()).expect("read"), ["z"]);
+    }
+}
+
 #[test]
 fn collections_and_vectors_survive_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
