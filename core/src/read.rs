@@ -180,6 +180,9 @@ fn doc_range(part: &Part, from: Option<&[u8]>, to: Option<&[u8]>) -> KeyRange {
     range
 }
 
+/// Most documents [`CollectionRead::scan_run`] makes room for up front.
+const PAR_RUN_GUESS: usize = 8192;
+
 /// Documents read by [`CollectionRead::scan_run`], key and bytes one after
 /// the other in one buffer.
 #[derive(Debug, Default)]
@@ -480,6 +483,14 @@ impl<'t> CollectionRead<'t> {
             if run.ends.len() == max {
                 run.resume = Some(key.to_vec());
                 return ControlFlow::Break(());
+            }
+            if run.ends.is_empty() {
+                // Room for half of `max` documents of the first one's size
+                // (a split scan reads about half its `max`), rather than a
+                // buffer that doubles, copied each time.
+                let guess = max.div_ceil(2).min(PAR_RUN_GUESS);
+                run.buf.reserve(guess * (key.len() + bytes.len()) * 5 / 4);
+                run.ends.reserve(guess);
             }
             run.buf.extend_from_slice(key);
             let key_end = run.buf.len();

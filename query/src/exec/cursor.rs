@@ -218,7 +218,8 @@ fn split_parallel<T: Send>(
         .par_iter()
         .map(|(from, to)| {
             let piece = Piece::read(read, part, (from.as_deref(), to.as_deref()), per)?;
-            let mut items = Vec::new();
+            // Without a filter every document is an item.
+            let mut items = Vec::with_capacity(if filter.is_none() { piece.len() } else { 0 });
             let mut n = 0;
             Materializer::with_thread_local(|mat| {
                 for doc in piece.docs() {
@@ -534,6 +535,13 @@ impl<'r> Piece<'r> {
         match self {
             Piece::Run(run) => Box::new(run.docs()),
             Piece::Lent(docs, _) => Box::new(docs.iter().cloned()),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Piece::Run(run) => run.len(),
+            Piece::Lent(docs, _) => docs.len(),
         }
     }
 
@@ -1072,6 +1080,7 @@ impl<'t, T> Cursor<'t, T> {
                         )?;
                         let mut again: Vec<KeySpan> = Vec::new();
                         let mut read = 0;
+                        self.out.reserve(outs.iter().map(|o| o.items.len()).sum());
                         for ((from, to), out) in group.into_iter().zip(outs) {
                             if !again.is_empty() {
                                 again.push((from, to));
