@@ -462,6 +462,25 @@ impl<'t> CollectionRead<'t> {
         Ok(iter.map(|e| e.map(|(key, bytes)| RawDoc { key, bytes })))
     }
 
+    /// [`scan_between`](Self::scan_between)'s documents handed to `f` in key
+    /// order until it breaks, lent where the store would copy each one out
+    /// (RocksDB: read from a raw iterator, nothing allocated per document).
+    pub fn visit_between(
+        &self,
+        part: &Part,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        f: &mut dyn FnMut(&RawDoc<'_>) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let range = doc_range(part, from, to);
+        self.snap.visit(&self.cf, &range, &mut |key, bytes| {
+            f(&RawDoc {
+                key: Cow::Borrowed(key),
+                bytes: Cow::Borrowed(bytes),
+            })
+        })
+    }
+
     /// At most `max` of [`scan_between`](Self::scan_between)'s documents,
     /// read into one buffer: one allocation for many documents, freed at
     /// once, where a store that copies documents out (RocksDB) makes two per

@@ -581,9 +581,23 @@ fn split_sort(
         .map(|(part, from, to)| {
             let mut own = Sorter::new(fields, bound);
             let (mut docs_read, mut matched) = (0u64, 0u64);
-            for doc in read.scan_between(part, from.as_deref(), to.as_deref())? {
+            // Lent documents: only those the heap keeps are copied.
+            let mut failed = None;
+            read.visit_between(part, from.as_deref(), to.as_deref(), &mut |doc| {
                 docs_read += 1;
-                matched += u64::from(offer(&mut own, None, filter, &doc?)?);
+                match offer(&mut own, None, filter, doc) {
+                    Ok(m) => {
+                        matched += u64::from(m);
+                        ControlFlow::Continue(())
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        ControlFlow::Break(())
+                    }
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
             }
             Ok((own.into_kept(), docs_read, matched))
         })
