@@ -63,6 +63,10 @@ impl RocksStoreBuilder {
         table.set_block_cache(&cache);
         table.set_bloom_filter(10.0, false);
         table.set_cache_index_and_filter_blocks(true);
+        // Level 0's index and filter blocks (every file a point read may
+        // consult) stay pinned in the cache: no LRU lookup, under its mutex,
+        // for them on each get.
+        table.set_pin_l0_filter_and_index_blocks_in_cache(true);
         let mut cf_opts = Options::default();
         cf_opts.set_block_based_table_factory(&table);
         cf_opts.set_compression_type(DBCompressionType::Lz4);
