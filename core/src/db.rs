@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::readers::{Readers, TrackedStore};
@@ -26,20 +26,26 @@ pub struct Database {
     pub(crate) readers: Arc<Readers>,
     /// Vector caches per collection. Changed only under the store's write lock.
     pub(crate) vectors: RwLock<BTreeMap<String, Arc<VectorSet>>>,
-    /// Collection configurations known to be current at a catalog generation.
-    pub(crate) catalog: CatalogMemo,
+    /// Collection configurations known to be current at a catalog
+    /// generation, shared by every `Database` over the same store.
+    pub(crate) catalog: Arc<CatalogMemo>,
 }
 
-/// Spares a read transaction its catalog read. Every commit that changes the
-/// catalog makes `gen` odd before it and even again after it (commits are
-/// serialised by the store's write lock). A snapshot taken while `gen` read
-/// the same even value before and after sees the catalog of every commit
-/// before that generation began and of none after, the same catalog as every
-/// other snapshot taken so at that generation: a configuration read from one
-/// of them serves the others without a catalog read.
+/// Spares a read transaction its catalog read. `done` counts the commits
+/// that changed the catalog, `active` those under way: a catalog commit adds
+/// to `active` before it commits, then (published, or failed) to `done`,
+/// then takes itself off `active`. A snapshot taken between two reads that
+/// each find no commit under way and the same `done` sees exactly the
+/// catalog commits `done` counts: one counted was published before the first
+/// read, and one it sees was counted before the second. So every snapshot
+/// taken so at one `done` sees the same catalog, and a configuration read
+/// from one of them serves the others without a catalog read. The counts
+/// are the store's, not a `Database`'s: every `Database` opened over one
+/// store shares them (see [`CatalogMemo::of`]).
 #[derive(Debug, Default)]
 pub(crate) struct CatalogMemo {
-    gen: AtomicU64,
+    done: AtomicU64,
+    active: AtomicU64,
     /// Collection name → the generation it was read at, its configuration
     /// and its column family's name.
     known: RwLock<HashMap<String, Known>>,
@@ -49,30 +55,54 @@ pub(crate) struct CatalogMemo {
 type Known = (u64, Arc<CollectionConfig>, Arc<str>);
 
 /// Held across a commit that changes the catalog (see [`CatalogMemo`]).
-pub(crate) struct CatalogWrite<'a>(&'a AtomicU64);
+pub(crate) struct CatalogWrite<'a>(&'a CatalogMemo);
 
 impl Drop for CatalogWrite<'_> {
     fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.0.done.fetch_add(1, Ordering::SeqCst);
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 impl CatalogMemo {
-    /// Marks a catalog change from now until the guard drops (after the commit).
+    /// The memo of the store `store` points to: the one another `Database`
+    /// over it holds, else a new one. A store outlives every `Database`
+    /// holding it, so a live entry's address is that store's.
+    pub(crate) fn of(store: &Arc<dyn Store>) -> Arc<Self> {
+        type Registry = HashMap<usize, Weak<CatalogMemo>>;
+        static MEMOS: OnceLock<Mutex<Registry>> = OnceLock::new();
+        let mut memos = MEMOS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        memos.retain(|_, memo| memo.strong_count() > 0);
+        let at = Arc::as_ptr(store).cast::<()>() as usize;
+        if let Some(memo) = memos.get(&at).and_then(Weak::upgrade) {
+            return memo;
+        }
+        let memo = Arc::new(Self::default());
+        memos.insert(at, Arc::downgrade(&memo));
+        memo
+    }
+
+    /// Marks a catalog change under way until the guard drops (after the
+    /// commit, published or failed).
     pub(crate) fn write(&self) -> CatalogWrite<'_> {
-        self.gen.fetch_add(1, Ordering::SeqCst);
-        CatalogWrite(&self.gen)
+        self.active.fetch_add(1, Ordering::SeqCst);
+        CatalogWrite(self)
     }
 
     /// Takes a snapshot with `take`, and the catalog generation it is known
     /// to read at (`None` when a catalog change was under way).
     pub(crate) fn snapshot<S>(&self, take: impl FnOnce() -> S) -> (S, Option<u64>) {
-        let before = self.gen.load(Ordering::SeqCst);
+        let idle_before = self.active.load(Ordering::SeqCst) == 0;
+        let before = self.done.load(Ordering::SeqCst);
         let snap = take();
-        let after = self.gen.load(Ordering::SeqCst);
+        let idle_after = self.active.load(Ordering::SeqCst) == 0;
+        let after = self.done.load(Ordering::SeqCst);
         (
             snap,
-            (before == after && before.is_multiple_of(2)).then_some(before),
+            (idle_before && idle_after && before == after).then_some(before),
         )
     }
 
@@ -114,18 +144,22 @@ impl std::fmt::Debug for Database {
 
 impl Database {
     /// Opens the database kept in `store`: reads the catalog and loads every
-    /// vector field's cache from its `v:` keys.
+    /// vector field's cache from its `v:` keys. Databases opened over the
+    /// same `Arc` share what their readers know of the catalog, so each sees
+    /// the others' collection changes; the catalog column family is written
+    /// through a `Database` only.
     pub fn open(store: Arc<dyn Store>) -> Result<Self> {
         if !store.list_cfs().iter().any(|c| c == CATALOG_CF) {
             store.create_cf(CATALOG_CF)?;
         }
         let readers = Arc::new(Readers::default());
+        let catalog = CatalogMemo::of(&store);
         let db = Self {
             store: Arc::new(TrackedStore::new(Arc::clone(&store), Arc::clone(&readers))),
             untracked: store,
             readers,
             vectors: RwLock::new(BTreeMap::new()),
-            catalog: CatalogMemo::default(),
+            catalog,
         };
         let snap = db.store.snapshot();
         let mut vectors = BTreeMap::new();

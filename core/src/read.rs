@@ -182,6 +182,8 @@ fn doc_range(part: &Part, from: Option<&[u8]>, to: Option<&[u8]>) -> KeyRange {
 
 /// Most documents [`CollectionRead::scan_run`] makes room for up front.
 const PAR_RUN_GUESS: usize = 8192;
+/// Most bytes it reserves up front (a large first document guesses large).
+const PAR_RUN_RESERVE: usize = 4 << 20;
 
 /// Documents read by [`CollectionRead::scan_run`], key and bytes one after
 /// the other in one buffer.
@@ -508,7 +510,8 @@ impl<'t> CollectionRead<'t> {
                 // (a split scan reads about half its `max`), rather than a
                 // buffer that doubles, copied each time.
                 let guess = max.div_ceil(2).min(PAR_RUN_GUESS);
-                run.buf.reserve(guess * (key.len() + bytes.len()) * 5 / 4);
+                let room = guess.saturating_mul(key.len() + bytes.len()) / 4 * 5;
+                run.buf.reserve(room.min(PAR_RUN_RESERVE));
                 run.ends.reserve(guess);
             }
             run.buf.extend_from_slice(key);

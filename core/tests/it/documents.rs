@@ -325,6 +325,22 @@ fn every_reader_sees_its_own_snapshots_configuration() {
         assert_eq!(indexes(&with_a).expect("read"), ["a"]);
         assert_eq!(indexes(&db.read_documents()).expect("read"), ["z"]);
     }
+
+    // Two databases over one store: each reads the other's catalog changes.
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let (a, b) = (
+        Database::open(Arc::clone(&store)).expect("a"),
+        Database::open(store).expect("b"),
+    );
+    a.create_collection(CollectionConfig::new("c")).expect("create");
+    let indexes = |db: &Database| db.read().collection("c").map(|c| c.config().indexes.clone());
+    assert_eq!(indexes(&b).expect("read"), Vec::<String>::new());
+    let mut txn = a.begin_write().expect("txn");
+    txn.create_index("c", "a").expect("index");
+    txn.commit().expect("commit");
+    assert_eq!(indexes(&b).expect("read"), ["a"]);
+    b.drop_collection("c").expect("drop");
+    assert!(matches!(indexes(&a), Err(Error::UnknownCollection { .. })));
 }
 
 #[test]

@@ -881,6 +881,24 @@ impl<'t, T> Cursor<'t, T> {
         key_spans(&self.read, part, span, n)
     }
 
+    /// The state after a group of a split scan of partition `part`: `again`
+    /// (the group's ranges left to read, in order) goes before the rest of
+    /// `ranges`; done at the limit, else on to the next partition once no
+    /// range is left.
+    fn after_split(&self, part: usize, mut ranges: VecDeque<KeySpan>, again: Vec<KeySpan>) -> State {
+        for span in again.into_iter().rev() {
+            ranges.push_front(span);
+        }
+        match () {
+            _ if self.remaining == 0 => State::Done,
+            _ if ranges.is_empty() => State::Scan {
+                part: part + 1,
+                from: None,
+            },
+            _ => State::Split { part, ranges },
+        }
+    }
+
     /// How many documents the next batch reads: the cursor's batch size, or
     /// fewer (down to its floor) when the limit (with the skip before it)
     /// wants fewer matches, so that a small limit reads few documents.
@@ -1113,18 +1131,8 @@ impl<'t, T> Cursor<'t, T> {
                                 again.extend(self.cut(&p, (Some(resume), to))?);
                             }
                         }
-                        for span in again.into_iter().rev() {
-                            ranges.push_front(span);
-                        }
                         self.grow_batch(read);
-                        self.state = match () {
-                            _ if self.remaining == 0 => State::Done,
-                            _ if ranges.is_empty() => State::Scan {
-                                part: part + 1,
-                                from: None,
-                            },
-                            _ => State::Split { part, ranges },
-                        };
+                        self.state = self.after_split(part, ranges, again);
                         continue;
                     }
                     let read = self.read.clone();
@@ -1149,18 +1157,8 @@ impl<'t, T> Cursor<'t, T> {
                             again.extend(self.cut(&p, (Some(resume.to_vec()), to))?);
                         }
                     }
-                    for span in again.into_iter().rev() {
-                        ranges.push_front(span);
-                    }
                     self.take(&docs, true)?;
-                    self.state = match () {
-                        _ if self.remaining == 0 => State::Done,
-                        _ if ranges.is_empty() => State::Scan {
-                            part: part + 1,
-                            from: None,
-                        },
-                        _ => State::Split { part, ranges },
-                    };
+                    self.state = self.after_split(part, ranges, again);
                 }
                 State::Keys { keys, pos } => {
                     let end = (pos + self.batch_len()).min(keys.len());

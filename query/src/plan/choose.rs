@@ -168,7 +168,7 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
                 // exact estimate when fewer match).
                 let only = preds.len() == 1 && !matches!(filter, Filter::Or(_));
                 cap = if only {
-                    want.max(1)
+                    cap.min(want.max(1))
                 } else {
                     cap.min(want.saturating_mul(LOOKUP_COST).max(64))
                 };
