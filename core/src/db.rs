@@ -275,3 +275,55 @@ impl Database {
             .cloned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::store::MemoryStore;
+
+    /// Readers racing two writers that change two collections' indexes
+    /// (catalog commits overlapping): every configuration a reader gets, from
+    /// the memo or not, is the one its own snapshot's catalog holds.
+    #[test]
+    fn racing_readers_get_their_snapshots_catalog() {
+        let db = Database::open(Arc::new(MemoryStore::new())).expect("open");
+        for name in ["c0", "c1"] {
+            db.create_collection(CollectionConfig::new(name)).expect("create");
+        }
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for name in ["c0", "c1"] {
+                let (db, stop) = (&db, &stop);
+                s.spawn(move || {
+                    for i in 0..1000 {
+                        let mut txn = db.begin_write().expect("txn");
+                        if i % 2 == 0 {
+                            txn.create_index(name, "f").expect("index");
+                        } else {
+                            txn.drop_index(name, "f").expect("drop");
+                        }
+                        txn.commit().expect("commit");
+                    }
+                    stop.store(true, Ordering::SeqCst);
+                });
+            }
+            let mut reads = 0;
+            while !stop.load(Ordering::SeqCst) || reads < 100 {
+                let txn = db.read();
+                for name in ["c0", "c1"] {
+                    let got = txn.collection(name).expect("collection").config().indexes.clone();
+                    let bytes = txn
+                        .snapshot()
+                        .get(CATALOG_CF, name.as_bytes())
+                        .expect("get")
+                        .expect("entry");
+                    let own = CollectionConfig::from_bytes(name, &bytes).expect("config");
+                    assert_eq!(got, own.indexes, "{name} at version {}", txn.version());
+                }
+                reads += 1;
+            }
+        });
+    }
+}
