@@ -55,7 +55,7 @@ pub(crate) struct CatalogMemo {
 type Known = (u64, Arc<CollectionConfig>, Arc<str>);
 
 /// Held across a commit that changes the catalog (see [`CatalogMemo`]).
-pub(crate) struct CatalogWrite<'a>(&'a CatalogMemo);
+struct CatalogWrite<'a>(&'a CatalogMemo);
 
 impl Drop for CatalogWrite<'_> {
     fn drop(&mut self) {
@@ -85,11 +85,15 @@ impl CatalogMemo {
         memo
     }
 
-    /// Marks a catalog change under way until the guard drops (after the
-    /// commit, published or failed).
-    pub(crate) fn write(&self) -> CatalogWrite<'_> {
-        self.active.fetch_add(1, Ordering::SeqCst);
-        CatalogWrite(self)
+    /// Runs `commit`, counted as a catalog change under way while it runs
+    /// (and done after it, published or failed) when it `changes` the
+    /// catalog.
+    pub(crate) fn commit<R>(&self, changes: bool, commit: impl FnOnce() -> R) -> R {
+        let _under_way = changes.then(|| {
+            self.active.fetch_add(1, Ordering::SeqCst);
+            CatalogWrite(self)
+        });
+        commit()
     }
 
     /// Takes a snapshot with `take`, and the catalog generation it is known
@@ -202,12 +206,13 @@ impl Database {
         txn.put(&cf, crate::keys::exact_ids_key(), Vec::new())?;
         let set = Arc::new(VectorSet::new(&config));
         let name = config.name.clone();
-        let _catalog = self.catalog.write();
-        txn.commit_with(|_| {
-            self.vectors
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(name.clone(), set.clone());
+        self.catalog.commit(true, || {
+            txn.commit_with(|_| {
+                self.vectors
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name.clone(), set.clone());
+            })
         })?;
         Ok(())
     }
@@ -221,12 +226,13 @@ impl Database {
             });
         }
         txn.delete(CATALOG_CF, name.as_bytes())?;
-        let _catalog = self.catalog.write();
-        txn.commit_with(|_| {
-            self.vectors
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(name);
+        self.catalog.commit(true, || {
+            txn.commit_with(|_| {
+                self.vectors
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(name);
+            })
         })?;
         self.store.drop_cf(&collection_cf(name))?;
         Ok(())

@@ -832,10 +832,9 @@ impl<'db> WriteTxn<'db> {
         }
         let db = self.db;
         let ops = std::mem::take(&mut self.vector_ops);
-        let catalog = self.catalog_changed.then(|| db.catalog.write());
-        let version = self.txn.commit_with(|version| db.apply_vector_ops(&ops, version));
-        drop(catalog);
-        let version = version?;
+        let version = db.catalog.commit(self.catalog_changed, || {
+            self.txn.commit_with(|version| db.apply_vector_ops(&ops, version))
+        })?;
         if !ops.is_empty() {
             db.compact_vectors(&ops);
         }
