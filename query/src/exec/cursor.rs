@@ -167,16 +167,27 @@ fn decode_parallel<T: Send>(
 ) -> Vec<Result<Option<Result<T>>>> {
     docs.par_iter()
         .map(|doc| {
-            if let Some(f) = filter {
-                if !f.matches(doc.raw()?) {
-                    return Ok(None);
-                }
-            }
-            Ok(Some(Materializer::with_thread_local(|mat| {
-                decode(read, mat, doc, projection)
-            })))
+            Materializer::with_thread_local(|mat| filter_decode(read, mat, decode, filter, doc, projection))
         })
         .collect()
+}
+
+/// One document of a parallel batch: `Err` when the filter cannot read it,
+/// `None` when it rejects it, else the decoded result.
+fn filter_decode<T>(
+    read: &CollectionRead<'_>,
+    mat: &mut Materializer,
+    decode: Decode<T>,
+    filter: Option<&crate::filter::Filter>,
+    doc: &RawDoc<'_>,
+    projection: Option<&[String]>,
+) -> Result<Option<Result<T>>> {
+    if let Some(f) = filter {
+        if !f.matches(doc.raw()?) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(decode(read, mat, doc, projection)))
 }
 
 /// One range of a split scan read, filtered and decoded by one rayon task:
@@ -224,17 +235,10 @@ fn split_parallel<T: Send>(
             Materializer::with_thread_local(|mat| {
                 for doc in piece.docs() {
                     n += 1;
-                    if let Some(f) = filter {
-                        match doc.raw() {
-                            Ok(raw) if f.matches(raw) => {}
-                            Ok(_) => continue,
-                            Err(e) => {
-                                items.push(Err(e.into()));
-                                continue;
-                            }
-                        }
+                    if let Some(item) = filter_decode(read, mat, decode, filter, &doc, projection).transpose()
+                    {
+                        items.push(item);
                     }
-                    items.push(Ok(decode(read, mat, &doc, projection)));
                 }
             });
             Ok(RangeOut {
@@ -613,6 +617,32 @@ fn split_sort(
     Ok(())
 }
 
+/// Walks a group of a split scan's ranges in key order beside what was read
+/// of each, handing each read to `keep`, up to the first range read only in
+/// part (`resume` tells where its rest starts; its ids were denser than the
+/// cut assumed). Returns what is left to read: that range's rest, then the
+/// ranges after it, read again later.
+fn walk_group<R>(
+    group: Vec<KeySpan>,
+    reads: impl IntoIterator<Item = R>,
+    resume: impl Fn(&R) -> Option<Vec<u8>>,
+    mut keep: impl FnMut(R) -> Result<()>,
+) -> Result<Vec<KeySpan>> {
+    let mut again = Vec::new();
+    for ((from, to), read) in group.into_iter().zip(reads) {
+        if !again.is_empty() {
+            again.push((from, to));
+            continue;
+        }
+        let rest = resume(&read);
+        keep(read)?;
+        if let Some(rest) = rest {
+            again.push((Some(rest), to));
+        }
+    }
+    Ok(again)
+}
+
 /// `span` of partition `part` cut into at most `n` ranges, in key order
 /// ([`CollectionRead::scan_splits`]).
 fn key_spans(read: &CollectionRead<'_>, part: &Part, span: KeySpan, n: usize) -> Result<VecDeque<KeySpan>> {
@@ -881,22 +911,38 @@ impl<'t, T> Cursor<'t, T> {
         key_spans(&self.read, part, span, n)
     }
 
-    /// The state after a group of a split scan of partition `part`: `again`
-    /// (the group's ranges left to read, in order) goes before the rest of
+    /// The state after a group of a split scan of partition `part` (`p`):
+    /// `again` (from [`walk_group`]: the rest of a range read only in part,
+    /// cut again here, then the ranges after it) goes before the rest of
     /// `ranges`; done at the limit, else on to the next partition once no
     /// range is left.
-    fn after_split(&self, part: usize, mut ranges: VecDeque<KeySpan>, again: Vec<KeySpan>) -> State {
-        for span in again.into_iter().rev() {
+    fn after_split(
+        &self,
+        p: &Part,
+        part: usize,
+        mut ranges: VecDeque<KeySpan>,
+        again: Vec<KeySpan>,
+    ) -> Result<State> {
+        if self.remaining == 0 {
+            return Ok(State::Done);
+        }
+        let mut again = again.into_iter();
+        let mut front = match again.next() {
+            Some(rest) => self.cut(p, rest)?,
+            None => VecDeque::new(),
+        };
+        front.extend(again);
+        for span in front.into_iter().rev() {
             ranges.push_front(span);
         }
-        match () {
-            _ if self.remaining == 0 => State::Done,
-            _ if ranges.is_empty() => State::Scan {
+        Ok(if ranges.is_empty() {
+            State::Scan {
                 part: part + 1,
                 from: None,
-            },
-            _ => State::Split { part, ranges },
-        }
+            }
+        } else {
+            State::Split { part, ranges }
+        })
     }
 
     /// How many documents the next batch reads: the cursor's batch size, or
@@ -1110,29 +1156,27 @@ impl<'t, T> Cursor<'t, T> {
                             self.plan.filter.as_ref(),
                             self.plan.projection.as_deref(),
                         )?;
-                        let mut again: Vec<KeySpan> = Vec::new();
                         let mut read = 0;
                         self.out.reserve(outs.iter().map(|o| o.items.len()).sum());
-                        for ((from, to), out) in group.into_iter().zip(outs) {
-                            if !again.is_empty() {
-                                again.push((from, to));
-                                continue;
-                            }
-                            read += out.read;
-                            self.stats.docs_read += out.read as u64;
-                            for item in out.items {
-                                // A document the filter cannot read ends the
-                                // cursor, after the matches before it.
-                                self.out.push_back(item?);
-                                self.stats.matched += 1;
-                                self.remaining -= 1;
-                            }
-                            if let Some(resume) = out.resume {
-                                again.extend(self.cut(&p, (Some(resume), to))?);
-                            }
-                        }
+                        let again = walk_group(
+                            group,
+                            outs,
+                            |o| o.resume.clone(),
+                            |out| {
+                                read += out.read;
+                                self.stats.docs_read += out.read as u64;
+                                for item in out.items {
+                                    // A document the filter cannot read ends the
+                                    // cursor, after the matches before it.
+                                    self.out.push_back(item?);
+                                    self.stats.matched += 1;
+                                    self.remaining -= 1;
+                                }
+                                Ok(())
+                            },
+                        )?;
                         self.grow_batch(read);
-                        self.state = self.after_split(part, ranges, again);
+                        self.state = self.after_split(&p, part, ranges, again)?;
                         continue;
                     }
                     let read = self.read.clone();
@@ -1141,24 +1185,18 @@ impl<'t, T> Cursor<'t, T> {
                         .map(|(from, to)| Piece::read(&read, &p, (from.as_deref(), to.as_deref()), per))
                         .collect();
                     let runs = runs.into_iter().collect::<slate_core::Result<Vec<_>>>()?;
-                    // The documents in key order: up to the first range
-                    // read only in part, whose rest is cut again (its ids
-                    // were denser than the cut assumed); the ranges after
-                    // it are read again later.
                     let mut docs: Vec<RawDoc<'_>> = Vec::new();
-                    let mut again: Vec<KeySpan> = Vec::new();
-                    for ((from, to), run) in group.into_iter().zip(&runs) {
-                        if !again.is_empty() {
-                            again.push((from, to));
-                            continue;
-                        }
-                        docs.extend(run.docs());
-                        if let Some(resume) = run.resume() {
-                            again.extend(self.cut(&p, (Some(resume.to_vec()), to))?);
-                        }
-                    }
+                    let again = walk_group(
+                        group,
+                        &runs,
+                        |run| run.resume().map(<[u8]>::to_vec),
+                        |run| {
+                            docs.extend(run.docs());
+                            Ok(())
+                        },
+                    )?;
                     self.take(&docs, true)?;
-                    self.state = self.after_split(part, ranges, again);
+                    self.state = self.after_split(&p, part, ranges, again)?;
                 }
                 State::Keys { keys, pos } => {
                     let end = (pos + self.batch_len()).min(keys.len());

@@ -158,7 +158,6 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
         Some(limit) if spec.sort.is_empty() => Some((limit as u64).saturating_add(spec.skip as u64)),
         _ => None,
     };
-    let limited = want.is_some();
     let source = match &spec.filter {
         Some(filter) => {
             let preds = index_predicates(read, filter)?;
@@ -175,7 +174,7 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
             }
             let (source, most_selective) = choose_source(read, parts, filter, preds, total, cap, None)?;
             match most_selective {
-                Some(index) if limited && !source.uses_index() => index,
+                Some(index) if want.is_some() && !source.uses_index() => index,
                 _ => source,
             }
         }
@@ -195,9 +194,9 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
 }
 
 /// Chooses among the index sources of `filter` (its index predicates
-/// `preds`) by estimates counted up to `cap`: the chosen source (a scan when no index is selective enough), and,
-/// when that reads no index, the most selective single index scan, capped or
-/// not.
+/// `preds`) by estimates counted up to `cap`: the chosen source (a scan when
+/// no index is selective enough), and, when that reads no index, the most
+/// selective single index scan, capped or not.
 fn choose_source(
     read: &CollectionRead<'_>,
     parts: &[Part],
