@@ -17,6 +17,24 @@ pub struct Collection {
     pub(crate) partitions: Option<Vec<Bson>>,
 }
 
+/// The partitions a handle reads: one (a collection that is not
+/// partitioned, or one named) without a `Vec` to allocate on every read.
+pub(crate) enum Parts {
+    One(Part),
+    Many(Vec<Part>),
+}
+
+impl std::ops::Deref for Parts {
+    type Target = [Part];
+
+    fn deref(&self) -> &[Part] {
+        match self {
+            Parts::One(part) => std::slice::from_ref(part),
+            Parts::Many(parts) => parts,
+        }
+    }
+}
+
 impl Collection {
     pub(crate) fn new(db: Db, name: String) -> Self {
         Self {
@@ -53,9 +71,9 @@ impl Collection {
     /// The partitions this handle addresses, encoded, each once (in the
     /// order first named): a partition named twice, or as `7` and `7i64`,
     /// must not be read or written twice.
-    pub(crate) fn parts(&self, read: &CollectionRead<'_>) -> Result<Vec<Part>> {
+    pub(crate) fn parts(&self, read: &CollectionRead<'_>) -> Result<Parts> {
         match &self.partitions {
-            None => Ok(vec![read.part(None)?]),
+            None => Ok(Parts::One(read.part(None)?)),
             Some(values) => {
                 let mut parts: Vec<Part> = Vec::with_capacity(values.len());
                 for v in values {
@@ -64,7 +82,7 @@ impl Collection {
                         parts.push(part);
                     }
                 }
-                Ok(parts)
+                Ok(Parts::Many(parts))
             }
         }
     }
@@ -172,8 +190,8 @@ impl Collection {
     ) -> Result<Option<T>> {
         let txn = self.db.inner.read_documents();
         let read = txn.collection(&self.name)?;
-        for part in self.parts(&read)? {
-            if let Some(raw) = read.get_by_id(&part, &id)? {
+        for part in self.parts(&read)?.iter() {
+            if let Some(raw) = read.get_by_id(part, &id)? {
                 return Materializer::with_thread_local(|m| decode(&read, m, &raw)).map(Some);
             }
         }

@@ -135,7 +135,7 @@ impl<'c> Find<'c> {
         let read = txn.collection(&self.coll.name)?;
         let parts = self.coll.parts(&read)?;
         let plan = plan_find(&read, &parts, &spec)?;
-        Ok(Cursor::with_decode_parallel(read, plan, parts, decode)?)
+        Ok(Cursor::with_decode_parallel(read, plan, parts.to_vec(), decode)?)
     }
 
     /// Counts the matches (after skip and limit) without materialising them.
@@ -145,8 +145,8 @@ impl<'c> Find<'c> {
             let txn = self.coll.db.inner.read();
             let read = txn.collection(&self.coll.name)?;
             let mut n = 0;
-            for part in self.coll.parts(&read)? {
-                n += read.count(&part)?;
+            for part in self.coll.parts(&read)?.iter() {
+                n += read.count(part)?;
             }
             return Ok(n);
         }

@@ -67,7 +67,7 @@ impl<'db> ReadTxn<'db> {
         let (snap, catalog_gen) = db.catalog.snapshot(|| db.store.snapshot());
         Self {
             db,
-            snap: Arc::from(snap),
+            snap,
             vectors: true,
             catalog_gen,
         }
@@ -80,7 +80,7 @@ impl<'db> ReadTxn<'db> {
         let (snap, catalog_gen) = db.catalog.snapshot(|| db.untracked.snapshot());
         Self {
             db,
-            snap: Arc::from(snap),
+            snap,
             vectors: false,
             catalog_gen,
         }

@@ -78,13 +78,13 @@ impl TrackedStore {
 }
 
 impl Store for TrackedStore {
-    fn snapshot(&self) -> Box<dyn Snapshot + '_> {
+    fn snapshot(&self) -> Arc<dyn Snapshot + '_> {
         let mut live = self.readers.lock();
         let inner = self.inner.snapshot();
         let version = inner.version();
         *live.entry(version).or_insert(0) += 1;
         drop(live);
-        Box::new(TrackedSnapshot {
+        Arc::new(TrackedSnapshot {
             inner,
             readers: &self.readers,
             version,
@@ -124,7 +124,7 @@ impl TrackedStore {
 
 /// A snapshot that unregisters its version when dropped.
 struct TrackedSnapshot<'a> {
-    inner: Box<dyn Snapshot + 'a>,
+    inner: Arc<dyn Snapshot + 'a>,
     readers: &'a Readers,
     version: u64,
 }

@@ -159,8 +159,8 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
-    fn snapshot(&self) -> Box<dyn Snapshot + '_> {
-        Box::new(MemorySnapshot(self.state.load_full()))
+    fn snapshot(&self) -> Arc<dyn Snapshot + '_> {
+        Arc::new(MemorySnapshot(self.state.load_full()))
     }
 
     fn create_cf(&self, name: &str) -> Result<()> {

@@ -23,6 +23,7 @@ mod rocks;
 use std::borrow::Cow;
 use std::fmt::Debug;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 pub use gate::{WriteGuard, WriterGate};
 pub use memory::MemoryStore;
@@ -154,8 +155,9 @@ impl Batch {
 /// Backends implement the primitives (`snapshot`, `apply`, `write_lock`, the
 /// column family calls); [`Store::begin_write`] builds the transaction on top.
 pub trait Store: Send + Sync + Debug {
-    /// A consistent view of the latest committed state.
-    fn snapshot(&self) -> Box<dyn Snapshot + '_>;
+    /// A consistent view of the latest committed state, shared by the
+    /// collection reads of one read transaction (one allocation each).
+    fn snapshot(&self) -> Arc<dyn Snapshot + '_>;
 
     /// Creates column family `name`; fails with `ColumnFamilyExists` if it exists.
     fn create_cf(&self, name: &str) -> Result<()>;

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::iter::Peekable;
+use std::sync::Arc;
 
 use rayon::slice::ParallelSliceMut;
 
@@ -43,7 +44,7 @@ impl CfChanges {
 /// drop to roll back.
 pub struct WriteTxn<'a> {
     store: &'a dyn Store,
-    base: Box<dyn Snapshot + 'a>,
+    base: Arc<dyn Snapshot + 'a>,
     changes: BTreeMap<String, CfChanges>,
     // Declared last: released after the fields above are dropped.
     _guard: super::WriteGuard<'a>,

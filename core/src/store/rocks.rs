@@ -230,7 +230,7 @@ fn last_key(db: &Db, cf: &Arc<BoundColumnFamily<'_>>) -> Result<Option<Vec<u8>>>
 }
 
 impl Store for RocksStore {
-    fn snapshot(&self) -> Box<dyn Snapshot + '_> {
+    fn snapshot(&self) -> Arc<dyn Snapshot + '_> {
         loop {
             let before = self.seq.load(Ordering::SeqCst);
             if before % 2 == 1 {
@@ -239,7 +239,7 @@ impl Store for RocksStore {
             }
             let snap = self.db.snapshot();
             if self.seq.load(Ordering::SeqCst) == before {
-                return Box::new(RocksSnapshot {
+                return Arc::new(RocksSnapshot {
                     store: self,
                     snap,
                     version: before / 2,

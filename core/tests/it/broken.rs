@@ -1,6 +1,7 @@
 //! Deliberately broken toy backends: the conformance suite must catch them.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use slate_core::store::WriteGuard;
 use slate_core::{Batch, Direction, EntryIter, KeyRange, MemoryStore, Result, Snapshot, Store};
@@ -38,8 +39,8 @@ impl Snapshot for LiveSnapshot<'_> {
 }
 
 impl Store for LiveReads {
-    fn snapshot(&self) -> Box<dyn Snapshot + '_> {
-        Box::new(LiveSnapshot(&self.0))
+    fn snapshot(&self) -> Arc<dyn Snapshot + '_> {
+        Arc::new(LiveSnapshot(&self.0))
     }
     fn create_cf(&self, name: &str) -> Result<()> {
         self.0.create_cf(name)
@@ -63,7 +64,7 @@ impl Store for LiveReads {
 struct TornCommits(MemoryStore);
 
 impl Store for TornCommits {
-    fn snapshot(&self) -> Box<dyn Snapshot + '_> {
+    fn snapshot(&self) -> Arc<dyn Snapshot + '_> {
         self.0.snapshot()
     }
     fn create_cf(&self, name: &str) -> Result<()> {

@@ -545,7 +545,7 @@ struct FailingKey {
 }
 
 struct FailingSnapshot<'a> {
-    snap: Box<dyn Snapshot + 'a>,
+    snap: Arc<dyn Snapshot + 'a>,
     key: &'a [u8],
 }
 
@@ -570,8 +570,8 @@ impl Snapshot for FailingSnapshot<'_> {
 }
 
 impl Store for FailingKey {
-    fn snapshot(&self) -> Box<dyn Snapshot + '_> {
-        Box::new(FailingSnapshot {
+    fn snapshot(&self) -> Arc<dyn Snapshot + '_> {
+        Arc::new(FailingSnapshot {
             snap: self.store.snapshot(),
             key: &self.key,
         })
