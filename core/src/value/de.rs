@@ -226,7 +226,7 @@ impl<'a> Value<'a> {
         if self.b[self.end - 1] != 0 {
             return Err(malformed("unterminated string"));
         }
-        std::str::from_utf8(body).map_err(|_| malformed("string is not UTF-8"))
+        super::utf8(body).ok_or_else(|| malformed("string is not UTF-8"))
     }
 
     /// The elements of a document or array value.
@@ -443,8 +443,7 @@ impl<'a> Elements<'a> {
         }
         let kind = ElementType::from(self.b[self.at]).ok_or_else(|| malformed("unknown element type"))?;
         let key_end = cstring_end(self.b, self.at + 1)?;
-        let key =
-            std::str::from_utf8(&self.b[self.at + 1..key_end]).map_err(|_| malformed("name is not UTF-8"))?;
+        let key = super::utf8(&self.b[self.at + 1..key_end]).ok_or_else(|| malformed("name is not UTF-8"))?;
         let start = key_end + 1;
         let end = value_end(kind, self.b, start)?;
         self.at = end;

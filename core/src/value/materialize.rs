@@ -169,10 +169,7 @@ fn fast_value(kind: u8, b: &[u8], start: usize) -> Option<(Bson, usize)> {
             let Some((&0, text)) = body.split_last() else {
                 return None;
             };
-            (
-                Bson::String(std::str::from_utf8(text).ok()?.to_owned()),
-                start + 4 + len,
-            )
+            (Bson::String(super::utf8(text)?.to_owned()), start + 4 + len)
         }
         ElementType::EmbeddedDocument | ElementType::Array => {
             // bson's next_document_len: at least 5 bytes, in bounds, NUL-terminated.

@@ -38,6 +38,20 @@ pub use path::{index_values, lookup_path, visit_path, FieldPath, LeafArrays, Pat
 pub(crate) use project::{pick_top_level, project_path};
 pub use serialize::{to_bytes, to_shared_bytes};
 
+/// `b` as text, if it is UTF-8. Stored keys and most string values are short
+/// ASCII, which `is_ascii` checks a word at a time, where `str::from_utf8`
+/// walks a short input byte by byte: on 9-field documents its validation
+/// was a sixth of a typed `get`'s instructions.
+#[inline]
+pub(crate) fn utf8(b: &[u8]) -> Option<&str> {
+    if b.is_ascii() {
+        // SAFETY: every ASCII byte sequence is valid UTF-8.
+        #[allow(unsafe_code)]
+        return Some(unsafe { std::str::from_utf8_unchecked(b) });
+    }
+    std::str::from_utf8(b).ok()
+}
+
 /// Where the first NUL byte of `b` is (the end of a BSON key), looked for
 /// eight bytes at a time: keys are a few to a few dozen bytes, where a
 /// byte-by-byte search was about a third of a field lookup's time and

@@ -287,9 +287,7 @@ fn scan<'a>(b: &'a [u8], name: &[u8]) -> Scan<'a> {
                 T::ObjectId => <[u8; 12]>::try_from(value)
                     .ok()
                     .map(|id| RawBsonRef::ObjectId(bson::oid::ObjectId::from_bytes(id))),
-                T::String => std::str::from_utf8(&value[4..size - 1])
-                    .ok()
-                    .map(RawBsonRef::String),
+                T::String => super::utf8(&value[4..size - 1]).map(RawBsonRef::String),
                 T::EmbeddedDocument => RawDocument::from_bytes(value).ok().map(RawBsonRef::Document),
                 _ => return Scan::Ask,
             }
