@@ -269,6 +269,20 @@ impl<'db> WriteTxn<'db> {
                 ),
             });
         }
+        // Only a document holding documents or arrays can nest.
+        let nests = doc
+            .values()
+            .any(|v| matches!(v, Bson::Document(_) | Bson::Array(_)));
+        if nests && crate::value::nested_deeper_than(&bytes, crate::value::MAX_NESTING) {
+            return Err(Error::InvalidDocument {
+                collection: collection.clone(),
+                id: shown(),
+                reason: format!(
+                    "documents and arrays nested more than {} levels deep",
+                    crate::value::MAX_NESTING
+                ),
+            });
+        }
         let raw = RawDocument::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: e.to_string() })?;
         let index_keys = index_keys(config, paths, &part, &id_enc, raw);
         let multikey = config

@@ -91,6 +91,14 @@ impl Bin {
 
     /// These bytes as a BSON document; `what` names the field in the error.
     pub fn to_doc(&self, what: &str) -> Result<Document, String> {
+        // Converting recurses once per level: the depth is checked first,
+        // without recursion, so that no request can overflow the stack.
+        let limit = slate_core::value::MAX_NESTING;
+        if slate_core::value::nested_deeper_than(&self.0, limit) {
+            return Err(format!(
+                "{what}: documents and arrays nested more than {limit} levels deep"
+            ));
+        }
         // Direct iteration of the raw elements: no serde visitor, no copy of the bytes.
         bson::RawDocument::from_bytes(&self.0)
             .and_then(Document::try_from)

@@ -381,6 +381,60 @@ fn hostile_frames_are_refused_and_everyone_else_is_still_served() {
     assert_eq!(fresh.find(doc! { "_id": { "$gte": 3 } }).run().unwrap().len(), 2);
 }
 
+#[test]
+fn a_document_nested_too_deep_is_refused_without_harm() {
+    let db = Db::memory();
+    let coll = db.create_collection(CollectionConfig::new("c")).unwrap();
+    let server = serve(&db);
+    // `{"": {"": ...}}` 200,000 levels deep (1.4 MB): any recursive reader
+    // overflows its stack on it.
+    let levels = 200_000usize;
+    let mut deep = Vec::with_capacity(7 * levels + 5);
+    for j in (1..=levels).rev() {
+        deep.extend_from_slice(&i32::try_from(5 + 7 * j).unwrap().to_le_bytes());
+        deep.extend_from_slice(&[3, 0]);
+    }
+    deep.extend_from_slice(&[5, 0, 0, 0, 0]);
+    deep.resize(deep.len() + levels, 0);
+    let args = protocol::InsertOneArgs {
+        collection: "c".into(),
+        partitions: None,
+        doc: protocol::Bin(deep),
+    };
+    let request = protocol::RequestOut {
+        id: 3,
+        op: "insert_one",
+        args: &args,
+    };
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    s.write_all(&frame(&protocol::encode(&request).unwrap())).unwrap();
+    let reply = protocol::read_frame(&mut s, 1 << 20).unwrap().unwrap();
+    let resp: protocol::Response<protocol::Done> = protocol::decode(&reply).unwrap();
+    let err = resp.err.expect("refused");
+    assert_eq!(err.kind, "bad_request", "{err:?}");
+    assert!(
+        err.message
+            .contains("doc: documents and arrays nested more than 100"),
+        "{}",
+        err.message
+    );
+    // The same connection and the server go on.
+    let ping = protocol::RequestOut {
+        id: 4,
+        op: "ping",
+        args: &protocol::NoArgs {},
+    };
+    s.write_all(&frame(&protocol::encode(&ping).unwrap())).unwrap();
+    let reply = protocol::read_frame(&mut s, 1 << 20).unwrap().unwrap();
+    let resp: protocol::Response<protocol::Done> = protocol::decode(&reply).unwrap();
+    assert_eq!((resp.id, resp.err), (4, None));
+    assert_eq!(
+        connect(&server).collection("c").unwrap().count(doc! {}).unwrap(),
+        0
+    );
+    assert_eq!(coll.count(doc! {}).unwrap(), 0);
+}
+
 fn doc_request() -> protocol::RequestOut<'static, FindArgs> {
     static ARGS: std::sync::OnceLock<FindArgs> = std::sync::OnceLock::new();
     protocol::RequestOut {

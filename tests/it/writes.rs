@@ -133,6 +133,42 @@ fn insert_many_with_a_duplicate_writes_nothing() {
     }
 }
 
+/// `{"n": {"n": ... 1 ...}}` with `levels` documents below the top one.
+fn nested(levels: usize) -> Bson {
+    (0..levels).fold(Bson::Int32(1), |inner, _| Bson::Document(doc! { "n": inner }))
+}
+
+#[test]
+fn documents_nested_past_the_limit_are_refused_and_change_nothing() {
+    for t in backends() {
+        let coll = collection(&t, "c", three());
+        let before = all(&coll);
+        // `nested(n)` under "d": n levels below the top-level document.
+        coll.insert_one(doc! { "_id": 100, "d": nested(100) })
+            .expect("100 levels are allowed");
+        let err = coll
+            .insert_many(vec![doc! { "_id": 101 }, doc! { "_id": 102, "d": nested(101) }])
+            .expect_err("101 levels");
+        assert!(
+            matches!(&err, Error::Core(CoreError::InvalidDocument { id, reason, .. })
+                if id == "102" && reason.contains("nested more than 100")),
+            "[{}] {err}",
+            t.backend
+        );
+        let err = coll
+            .update_one(doc! { "_id": 1 }, doc! { "$set": { "d": nested(101) } }, false)
+            .expect_err("an update nesting past the limit");
+        assert!(
+            err.to_string().contains("nested more than 100"),
+            "[{}] {err}",
+            t.backend
+        );
+        assert_eq!(coll.get(101).expect("get"), None, "[{}]", t.backend);
+        coll.delete_one(doc! { "_id": 100 }).expect("delete");
+        assert_same_docs(&all(&coll), &before, t.backend);
+    }
+}
+
 #[test]
 fn get_many_keeps_the_order_asked() {
     for t in backends() {

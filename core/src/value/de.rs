@@ -142,7 +142,7 @@ fn pending_value<'de, V: DeserializeSeed<'de>>(
     seed.deserialize(value)
 }
 
-fn le_i32(b: &[u8], at: usize) -> DeResult<i32> {
+pub(super) fn le_i32(b: &[u8], at: usize) -> DeResult<i32> {
     b.get(at..at + 4)
         .and_then(|s| s.try_into().ok())
         .map(i32::from_le_bytes)
@@ -166,7 +166,7 @@ fn length(b: &[u8], at: usize, min: usize) -> DeResult<usize> {
 }
 
 /// Where the C string starting at `at` ends (its NUL byte).
-fn cstring_end(b: &[u8], at: usize) -> DeResult<usize> {
+pub(super) fn cstring_end(b: &[u8], at: usize) -> DeResult<usize> {
     b.get(at..)
         .and_then(super::nul_at)
         .map(|n| at + n)
@@ -174,7 +174,7 @@ fn cstring_end(b: &[u8], at: usize) -> DeResult<usize> {
 }
 
 /// Where the value of type `kind` starting at `start` ends.
-fn value_end(kind: ElementType, b: &[u8], start: usize) -> DeResult<usize> {
+pub(super) fn value_end(kind: ElementType, b: &[u8], start: usize) -> DeResult<usize> {
     use ElementType as E;
     let fixed = |n: usize| {
         if start + n <= b.len() {

@@ -3,8 +3,8 @@
 use std::cmp::Ordering;
 
 use bson::{
-    doc, oid::ObjectId, spec::BinarySubtype, Binary, Bson, DateTime, Decimal128, JavaScriptCodeWithScope,
-    RawBsonRef, RawDocumentBuf, Regex, Timestamp,
+    doc, oid::ObjectId, spec::BinarySubtype, spec::ElementType, Binary, Bson, DateTime, Decimal128,
+    JavaScriptCodeWithScope, RawBsonRef, RawDocumentBuf, Regex, Timestamp,
 };
 use proptest::prelude::*;
 
@@ -751,5 +751,78 @@ proptest! {
     ) {
         let b = &bytes[skip.min(bytes.len())..];
         prop_assert_eq!(super::nul_at(b), b.iter().position(|&c| c == 0));
+    }
+}
+
+/// Levels of documents and arrays below `v` (0 for a scalar), counted the
+/// recursive way: the reference for [`nested_deeper_than`].
+fn nesting_of(v: &Bson) -> usize {
+    let inner = |vs: &mut dyn Iterator<Item = &Bson>| vs.map(nesting_of).max().unwrap_or(0);
+    match v {
+        Bson::Document(d) => 1 + inner(&mut d.values()),
+        Bson::Array(a) => 1 + inner(&mut a.iter()),
+        Bson::JavaScriptCodeWithScope(c) => 1 + inner(&mut c.scope.values()),
+        _ => 0,
+    }
+}
+
+/// `{"": {"": ... {} ...}}`, `levels` documents below the top one, written
+/// without recursion (a `Document` this deep could not even be dropped).
+fn nested_bytes(levels: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(7 * levels + 5);
+    for j in (1..=levels).rev() {
+        // Each level: its length, then one element (type, empty key) holding the next.
+        out.extend_from_slice(&i32::try_from(5 + 7 * j).expect("small").to_le_bytes());
+        out.extend_from_slice(&[ElementType::EmbeddedDocument as u8, 0]);
+    }
+    out.extend_from_slice(&[5, 0, 0, 0, 0]);
+    out.resize(out.len() + levels, 0);
+    out
+}
+
+#[test]
+fn nesting_is_checked_at_the_limit_and_far_beyond_it() {
+    for levels in [0, 1, 99, 100] {
+        let bytes = nested_bytes(levels);
+        bson::RawDocument::from_bytes(&bytes).expect("well formed");
+        assert!(!nested_deeper_than(&bytes, MAX_NESTING), "{levels} levels");
+    }
+    let bytes = nested_bytes(101);
+    let doc = bson::Document::try_from(bson::RawDocument::from_bytes(&bytes).expect("well formed"));
+    assert!(doc.is_ok(), "101 levels still parse");
+    assert!(nested_deeper_than(&bytes, MAX_NESTING));
+    // Deep enough to overflow any recursive reader's stack.
+    assert!(nested_deeper_than(&nested_bytes(1_000_000), MAX_NESTING));
+    // An array counts as a level too.
+    let arrays = RawDocumentBuf::from_document(&doc! { "a": [[1], 2] }).expect("valid");
+    assert!(nested_deeper_than(arrays.as_bytes(), 1));
+    assert!(!nested_deeper_than(arrays.as_bytes(), 2));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn nesting_walk_agrees_with_a_recursive_count(
+        fields in prop::collection::vec((prop::sample::select(vec!["a", "b", ""]), value()), 0..4),
+        limit in 0usize..5,
+    ) {
+        let raw = raw_fields(&fields.iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>());
+        let depth = fields.iter().map(|(_, v)| nesting_of(v)).max().unwrap_or(0);
+        prop_assert_eq!(nested_deeper_than(raw.as_bytes(), limit), depth > limit, "{:?}", fields);
+    }
+
+    /// Damaged bytes: an answer, never a panic or a hang.
+    #[test]
+    fn nesting_walk_reads_damaged_bytes(
+        fields in prop::collection::vec((prop::sample::select(vec!["a", "b"]), value()), 1..4),
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+    ) {
+        let mut bytes = raw_fields(&fields.iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>()).into_bytes();
+        let i = at.index(bytes.len());
+        bytes[i] = byte;
+        let _ = nested_deeper_than(&bytes, 2);
+        let _ = nested_deeper_than(&bytes[..i], 2);
     }
 }
