@@ -117,6 +117,10 @@ impl<'db> Transaction<'db> {
             matched: keys.len() as u64,
             ..Default::default()
         };
+        // Every document updated and checked before any is written: one that
+        // fails (a path conflict, an overflow, a bad vector) leaves the
+        // transaction as it was.
+        let mut staged = Vec::new();
         for key in &keys {
             let read = self.inner.collection(collection)?;
             let Some(raw) = read.get_keys(&[key.as_slice()])?.into_iter().flatten().next() else {
@@ -127,10 +131,10 @@ impl<'db> Transaction<'db> {
             drop(read);
             let new = update.apply(&old)?;
             if new != old {
-                self.inner.replace_key(collection, key, new)?;
-                result.modified += 1;
+                staged.extend(self.inner.stage_replace(collection, key, new)?);
             }
         }
+        result.modified = self.inner.write_staged(collection, staged)?;
         if keys.is_empty() && upsert {
             let seed = slate_query::equality_seed(filter);
             let doc = update.apply(&seed)?;

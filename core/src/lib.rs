@@ -31,7 +31,7 @@ pub use store::{
     RocksStoreBuilder, Snapshot, Store, Visitor,
 };
 pub use vectors::{bson_to_vector, f32s_from_le, set_path, vector_to_bson, VectorView};
-pub use write::{get_path, WriteTxn, MAX_DOCUMENT_BYTES};
+pub use write::{get_path, StagedReplace, WriteTxn, MAX_DOCUMENT_BYTES};
 
 /// The low-level store transaction (the database one is [`WriteTxn`]).
 pub type StoreTxn<'a> = store::WriteTxn<'a>;

@@ -51,6 +51,19 @@ impl std::fmt::Debug for WriteTxn<'_> {
     }
 }
 
+/// A replacement checked and encoded by [`WriteTxn::stage_replace`], not yet
+/// written: the new document and the stored one it replaces.
+pub struct StagedReplace {
+    new: Prepared,
+    old: Prepared,
+}
+
+impl std::fmt::Debug for StagedReplace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedReplace").field("id", &self.new.id).finish()
+    }
+}
+
 /// The paths of `config`'s indexes, in its order.
 fn index_paths(config: &CollectionConfig) -> Result<Vec<FieldPath>> {
     config.indexes.iter().map(|field| index_path(field)).collect()
@@ -609,9 +622,10 @@ impl<'db> WriteTxn<'db> {
     /// Writes `p`, checked by [`check_insert`](Self::check_insert), as a new
     /// document; returns its id.
     fn write_new(&mut self, config: &CollectionConfig, p: Prepared) -> Result<Bson> {
-        self.bump_count(&config.name, &p.part, 1);
-        let id = p.id.clone();
+        let (id, part) = (p.id.clone(), p.part.clone());
         self.write(config, p, None)?;
+        // Counted once written: a failed write leaves the count as it was.
+        self.bump_count(&config.name, &part, 1);
         Ok(id)
     }
 
@@ -671,6 +685,24 @@ impl<'db> WriteTxn<'db> {
 
     /// Replaces the document stored under `doc_key` (as found by a query).
     pub fn replace_key(&mut self, collection: &str, doc_key: &[u8], doc: Document) -> Result<bool> {
+        match self.stage_replace(collection, doc_key, doc)? {
+            Some(staged) => Ok(self.write_staged(collection, vec![staged])? == 1),
+            None => Ok(false),
+        }
+    }
+
+    /// Checks and encodes the replacement of the document stored under
+    /// `doc_key` by `doc`, writing nothing: `None` when no document is
+    /// stored there. A multi-document update stages every document first and
+    /// writes them with [`write_staged`](Self::write_staged) only once all
+    /// are good, so that one bad document leaves the transaction as it was.
+    /// The staged documents must have distinct keys.
+    pub fn stage_replace(
+        &mut self,
+        collection: &str,
+        doc_key: &[u8],
+        doc: Document,
+    ) -> Result<Option<StagedReplace>> {
         let config = self.config(collection)?;
         let (part, id_enc, id) = decode_doc_key(&config, doc_key)?;
         let id = match doc.get("_id") {
@@ -678,7 +710,18 @@ impl<'db> WriteTxn<'db> {
             Some(given) if encode_id(given).ok().as_deref() == Some(id_enc) => given.clone(),
             _ => id,
         };
-        self.replace_encoded(&config, part, id_enc, &id, doc)
+        self.prepare_replace(&config, part, id_enc, &id, doc)
+    }
+
+    /// Writes replacements staged by [`stage_replace`](Self::stage_replace)
+    /// in `collection`; returns how many.
+    pub fn write_staged(&mut self, collection: &str, staged: Vec<StagedReplace>) -> Result<u64> {
+        let config = self.config(collection)?;
+        let n = staged.len() as u64;
+        for StagedReplace { new, old } in staged {
+            self.write(&config, new, Some(&old))?;
+        }
+        Ok(n)
     }
 
     fn replace_encoded(
@@ -687,8 +730,25 @@ impl<'db> WriteTxn<'db> {
         part: &[u8],
         id_enc: &[u8],
         id: &Bson,
-        mut doc: Document,
+        doc: Document,
     ) -> Result<bool> {
+        match self.prepare_replace(config, part, id_enc, id, doc)? {
+            Some(StagedReplace { new, old }) => {
+                self.write(config, new, Some(&old))?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn prepare_replace(
+        &mut self,
+        config: &CollectionConfig,
+        part: &[u8],
+        id_enc: &[u8],
+        id: &Bson,
+        mut doc: Document,
+    ) -> Result<Option<StagedReplace>> {
         let collection = &config.name;
         if let Some(other) = doc.get("_id") {
             if encode_id(other).ok().as_deref() != Some(id_enc) {
@@ -700,7 +760,7 @@ impl<'db> WriteTxn<'db> {
             }
         }
         let Some(old) = self.load_old(config, part, id_enc)? else {
-            return Ok(false);
+            return Ok(None);
         };
         if !doc.contains_key("_id") {
             // The stored _id keeps its type (an int32 and an int64 id share one key).
@@ -722,8 +782,7 @@ impl<'db> WriteTxn<'db> {
                 reason: "a replacement cannot move a document to another partition".into(),
             });
         }
-        self.write(config, p, Some(&old))?;
-        Ok(true)
+        Ok(Some(StagedReplace { new: p, old }))
     }
 
     /// Deletes the document with `_id` `id` in `part`; returns whether there was one.

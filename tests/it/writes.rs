@@ -573,6 +573,61 @@ fn transactions_commit_atomically_and_roll_back_on_err() {
         assert_eq!(b.get(8).expect("get"), None, "[{}]", t.backend);
         assert_eq!(b.get(9).expect("get"), None, "[{}]", t.backend);
 
+        // A failed update_many inside a transaction leaves it as it was too,
+        // whether a document fails the update itself ($inc on a string) or
+        // the checks of what it becomes (over 16 MiB), after one before it
+        // was already updated.
+        let u = db
+            .create_collection(CollectionConfig::new("u").index("n"))
+            .expect("create");
+        let big = "x".repeat(9 << 20);
+        u.insert_many(vec![
+            doc! { "_id": 1, "n": 1 },
+            doc! { "_id": 2, "n": "text", "big": big.as_str() },
+            doc! { "_id": 3, "n": 3 },
+        ])
+        .expect("insert");
+        let before = all(&u);
+        db.transaction(|txn| {
+            let err = txn
+                .update(
+                    "u",
+                    &[Part::none()],
+                    &doc! {},
+                    &doc! { "$inc": { "n": 1 } },
+                    true,
+                    false,
+                )
+                .expect_err("$inc on a string");
+            assert!(err.to_string().contains("n"), "{err}");
+            let err = txn
+                .update(
+                    "u",
+                    &[Part::none()],
+                    &doc! {},
+                    &doc! { "$set": { "blob": &big[..8 << 20] } },
+                    true,
+                    false,
+                )
+                .expect_err("a document over 16 MiB");
+            assert!(err.to_string().contains("bytes"), "{err}");
+            Ok(())
+        })
+        .expect("commit");
+        assert_same_docs(&all(&u), &before, t.backend);
+        assert_eq!(
+            u.count(doc! { "n": 2 }).expect("count"),
+            0,
+            "[{}] index untouched",
+            t.backend
+        );
+        assert_eq!(
+            u.count(doc! { "n": 1 }).expect("count"),
+            1,
+            "[{}] index untouched",
+            t.backend
+        );
+
         // begin/commit and begin/drop.
         let mut txn = db.begin().expect("begin");
         txn.insert("b", doc! { "_id": 5 }).expect("insert");
