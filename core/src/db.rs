@@ -226,14 +226,16 @@ impl Database {
             });
         }
         txn.delete(CATALOG_CF, name.as_bytes())?;
-        self.catalog.commit(true, || {
-            txn.commit_with(|_| {
+        let (_, _writer) = self.catalog.commit(true, || {
+            txn.commit_holding(|_| {
                 self.vectors
                     .write()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(name);
             })
         })?;
+        // Still the only writer: a create_collection of the same name waits
+        // for the drop instead of having its new column family dropped.
         self.store.drop_cf(&collection_cf(name))?;
         Ok(())
     }

@@ -235,7 +235,20 @@ impl<'a> WriteTxn<'a> {
     /// Commits, running `before_publish` with the new version once the batch
     /// is written but before any snapshot can see it (see [`Store::apply`]).
     /// It does not run when the transaction changed nothing.
-    pub fn commit_with(mut self, mut before_publish: impl FnMut(u64)) -> Result<u64> {
+    pub fn commit_with(mut self, before_publish: impl FnMut(u64)) -> Result<u64> {
+        self.apply_changes(before_publish)
+    }
+
+    /// [`commit_with`](Self::commit_with), handing back the writer guard:
+    /// for work that must follow the commit before any other writer runs
+    /// (dropping the column family of a collection the commit removed, which
+    /// a writer creating one of the same name would otherwise race).
+    pub fn commit_holding(mut self, before_publish: impl FnMut(u64)) -> Result<(u64, super::WriteGuard<'a>)> {
+        let version = self.apply_changes(before_publish)?;
+        Ok((version, self._guard))
+    }
+
+    fn apply_changes(&mut self, mut before_publish: impl FnMut(u64)) -> Result<u64> {
         if self.is_empty() {
             return Ok(self.base.version());
         }

@@ -706,3 +706,64 @@ fn index_counts_agree_with_the_documents_up_to_their_cap() {
         }
     }
 }
+
+/// A MemoryStore that pauses before dropping a column family, as a slow disk
+/// might: it widens the moment between a collection's removal from the
+/// catalog and the drop of its storage.
+#[derive(Debug, Default)]
+struct SlowDrop(MemoryStore);
+
+impl Store for SlowDrop {
+    fn snapshot(&self) -> Arc<dyn Snapshot + '_> {
+        self.0.snapshot()
+    }
+    fn create_cf(&self, name: &str) -> slate_core::Result<()> {
+        self.0.create_cf(name)
+    }
+    fn drop_cf(&self, name: &str) -> slate_core::Result<()> {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        self.0.drop_cf(name)
+    }
+    fn list_cfs(&self) -> Vec<String> {
+        self.0.list_cfs()
+    }
+    fn write_lock(&self) -> WriteGuard<'_> {
+        self.0.write_lock()
+    }
+    fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> slate_core::Result<u64> {
+        self.0.apply(batch, before_publish)
+    }
+}
+
+/// Dropping a collection while another thread creates one of the same name:
+/// the new collection keeps its storage (the drop's column family goes
+/// before the creator can make its own), and the drop succeeds.
+#[test]
+fn a_drop_racing_a_create_of_the_same_name_leaves_the_new_collection_whole() {
+    let db = Database::open(Arc::new(SlowDrop::default())).expect("db");
+    db.create_collection(CollectionConfig::new("x")).expect("create");
+    std::thread::scope(|s| {
+        let dropper = s.spawn(|| db.drop_collection("x"));
+        // Let the drop commit and reach the column family.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        loop {
+            match db.create_collection(CollectionConfig::new("x")) {
+                Ok(()) => break,
+                Err(Error::CollectionExists { .. }) => std::thread::yield_now(),
+                Err(e) => panic!("create: {e}"),
+            }
+        }
+        dropper.join().expect("no panic").expect("the drop succeeds");
+    });
+    let mut txn = db.begin_write().expect("begin");
+    txn.insert("x", doc! { "_id": 1 })
+        .expect("the new collection takes writes");
+    txn.commit().expect("commit");
+    let read = db.read();
+    assert!(read
+        .collection("x")
+        .expect("x")
+        .get_by_id(&Part::none(), &Bson::Int32(1))
+        .expect("get")
+        .is_some());
+}
