@@ -75,10 +75,13 @@ impl Collection {
         match &self.partitions {
             None => Ok(Parts::One(read.part(None)?)),
             Some(values) => {
+                // In the order named, each once (a set: a request may name
+                // thousands).
                 let mut parts: Vec<Part> = Vec::with_capacity(values.len());
+                let mut seen = std::collections::HashSet::with_capacity(values.len());
                 for v in values {
                     let part = read.part(Some(v))?;
-                    if !parts.contains(&part) {
+                    if seen.insert(part.clone()) {
                         parts.push(part);
                     }
                 }

@@ -969,10 +969,12 @@ pub fn search_batch(
     crate::check_projection(projection)?;
     let view = read.vectors(field)?;
     if read.config().partition_key.is_some() {
-        // Partition scoping needs a per-row check: run the queries one by one.
-        let dim = view.dim().max(1);
+        // Partition scoping needs a per-row check: run the queries one by one
+        // (checked first, each error naming its own query).
+        let dim = view.dim();
+        slate_vector::check_batch(queries, dim)?;
         return queries
-            .chunks(dim)
+            .chunks_exact(dim)
             .map(|q| {
                 let spec = SearchSpec {
                     field: field.to_owned(),

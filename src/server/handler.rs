@@ -48,7 +48,24 @@ fn collection(db: &Db, name: &str, partitions: &Option<Bin>) -> Outcome<Collecti
     let coll = db.collection(name).map_err(slate)?;
     match partitions {
         None => Ok(coll),
-        Some(p) => Ok(coll.partitions(p.to_values("partitions").map_err(bad)?)),
+        Some(p) => {
+            let values = p.to_values("partitions").map_err(bad)?;
+            if values.len() > MAX_PARTITIONS {
+                return Err(bad(format!(
+                    "partitions: {} named, more than the server's limit of {MAX_PARTITIONS}",
+                    values.len()
+                )));
+            }
+            Ok(coll.partitions(values))
+        }
+    }
+}
+
+/// How many partitions `partitions` names (1 when none: the collection's one).
+fn partition_count(partitions: &Option<Bin>) -> Outcome<u64> {
+    match partitions {
+        None => Ok(1),
+        Some(p) => Ok(p.to_values("partitions").map_err(bad)?.len().max(1) as u64),
     }
 }
 
@@ -236,14 +253,6 @@ fn search_batch(db: &Db, a: SearchBatchArgs) -> Outcome<SearchBatchReply> {
     let filter = filter(&a.filter)?;
     let strategy = strategy(&a.strategy)?;
     let threads = threads(a.threads);
-    if filter.is_empty() && strategy == Strategy::Auto {
-        let all = coll
-            .search_batch(&a.field, &vectors, k, threads, a.projection.as_deref())
-            .map_err(slate)?;
-        return Ok(SearchBatchReply {
-            results: all.into_iter().map(hits).collect(),
-        });
-    }
     let config = coll.config().map_err(slate)?;
     let dim = config.vector_field(&a.field).map(|f| f.dim).ok_or_else(|| {
         slate(
@@ -254,13 +263,25 @@ fn search_batch(db: &Db, a: SearchBatchArgs) -> Outcome<SearchBatchReply> {
             .into(),
         )
     })?;
-    if !vectors.len().is_multiple_of(dim) {
-        return Err(slate(crate::Error::Query(slate_query::Error::Vector(
-            slate_vector::Error::BatchShape {
-                len: vectors.len(),
-                dim,
-            },
-        ))));
+    // Every query checked (each error naming its own) before any runs.
+    slate_vector::check_batch(&vectors, dim)
+        .map_err(|e| slate(crate::Error::Query(slate_query::Error::Vector(e))))?;
+    let queries = (vectors.len() / dim) as u64;
+    if queries.saturating_mul(k as u64) > MAX_BATCH_HITS {
+        return Err(WireError::new(
+            ErrorKind::InvalidQuery,
+            format!(
+                "{queries} queries of k {k} ask for more than the server's limit of {MAX_BATCH_HITS} hits a batch"
+            ),
+        ));
+    }
+    if filter.is_empty() && strategy == Strategy::Auto {
+        let all = coll
+            .search_batch(&a.field, &vectors, k, threads, a.projection.as_deref())
+            .map_err(slate)?;
+        return Ok(SearchBatchReply {
+            results: all.into_iter().map(hits).collect(),
+        });
     }
     let mut results = Vec::with_capacity(vectors.len() / dim);
     for q in vectors.chunks_exact(dim) {
@@ -373,6 +394,14 @@ pub(crate) fn handle(db: &Db, env: &Envelope, frame: &[u8], w: &mut impl Write) 
             args::<GetManyArgs>(op, frame).and_then(|a| {
                 let c = collection(db, &a.collection, &a.partitions)?;
                 let ids = a.ids.to_values("ids").map_err(bad)?;
+                let lookups = (ids.len() as u64).saturating_mul(partition_count(&a.partitions)?);
+                if lookups > MAX_LOOKUPS {
+                    return Err(bad(format!(
+                        "ids: {} ids in {} partitions, more than the server's limit of {MAX_LOOKUPS} lookups",
+                        ids.len(),
+                        partition_count(&a.partitions)?
+                    )));
+                }
                 let docs = c.get_many(&ids).map_err(slate)?;
                 Ok(GetManyReply {
                     docs: docs.iter().map(|d| d.as_ref().map(Bin::doc)).collect(),

@@ -20,6 +20,16 @@ pub const FIND_BATCH_BYTES: usize = 1 << 20;
 /// Largest `k` a search request may ask for.
 pub const MAX_K: u64 = 100_000;
 
+/// Most hits one `search_batch` may ask for (queries × `k`): each query's
+/// heap holds up to `k` of them while the batch runs.
+pub const MAX_BATCH_HITS: u64 = 1_000_000;
+
+/// Most partitions one request may name.
+pub const MAX_PARTITIONS: usize = 10_000;
+
+/// Most document lookups one `get_many` may ask for (ids × partitions).
+pub const MAX_LOOKUPS: u64 = 1_000_000;
+
 /// Bytes carried as a MessagePack `bin` (BSON documents, f32 vectors, tokens).
 /// Decoding also accepts a `str` (its UTF-8 bytes) and an array of small ints.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -971,6 +971,33 @@ fn big_collection(t: &TestDb) -> (Collection, Vec<Document>) {
 }
 
 #[test]
+fn explain_shows_the_largest_skip_without_overflowing() {
+    let t = crate::memory();
+    let coll =
+        t.db.create_collection(CollectionConfig::new("c"))
+            .expect("create");
+    coll.insert_one(doc! { "_id": 1, "a": 1 }).expect("insert");
+    let plan = coll
+        .find(doc! {})
+        .sort("a")
+        .skip(usize::MAX)
+        .limit(1)
+        .explain()
+        .expect("explain");
+    let text = plan.to_string();
+    assert!(text.contains(&i64::MAX.to_string()), "{text}");
+    assert!(!text.contains("-1"), "{text}");
+    assert!(coll
+        .find(doc! {})
+        .sort("a")
+        .skip(usize::MAX)
+        .limit(1)
+        .run()
+        .expect("run")
+        .is_empty());
+}
+
+#[test]
 fn explain_uses_an_index_only_when_selective() {
     for t in backends() {
         let (coll, all) = big_collection(&t);

@@ -435,6 +435,57 @@ fn a_document_nested_too_deep_is_refused_without_harm() {
     assert_eq!(coll.count(doc! {}).unwrap(), 0);
 }
 
+#[test]
+fn requests_past_the_servers_limits_are_refused_before_they_run() {
+    let db = Db::memory();
+    db.create_collection(CollectionConfig::new("v").vector("emb", 4, Metric::L2))
+        .unwrap()
+        .insert_many((0..20).map(|i| doc! { "_id": i, "emb": [i as f32, 1.0, 2.0, 0.5] }))
+        .unwrap();
+    db.create_collection(CollectionConfig::new("p").partition_key("tenant"))
+        .unwrap()
+        .partitions(vec![Bson::Int32(1)])
+        .insert_one(doc! { "_id": 1, "tenant": 1 })
+        .unwrap();
+    let server = serve(&db);
+    let client = connect(&server);
+    let v = client.collection("v").unwrap();
+    let p = client.collection("p").unwrap();
+
+    // 30 queries of k 100,000: three million hits' worth of heaps.
+    let queries: Vec<f32> = (0..30).flat_map(|i| [i as f32, 0.0, 0.0, 0.0]).collect();
+    let err = v.search_batch("emb", &queries, 100_000, 0, None).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidQuery, "{err}");
+    assert!(err.to_string().contains("1000000"), "{err}");
+    // A bad query in a batch run one by one is named by its own index.
+    let mut bad = queries[..16].to_vec();
+    bad[13] = f32::NAN;
+    let err = v
+        .search_many("emb", &bad)
+        .filter(doc! { "_id": { "$gte": 0 } })
+        .run()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidVector, "{err}");
+    assert!(err.to_string().contains("query 3"), "{err}");
+
+    // 10,001 partitions; then 1,000 ids in 2,000 partitions.
+    let many: Vec<Bson> = (0..10_001).map(Bson::Int32).collect();
+    let err = p.partitions(many.clone()).count(doc! {}).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadRequest, "{err}");
+    assert!(err.to_string().contains("10001"), "{err}");
+    let ids: Vec<Bson> = (0..1_000).map(Bson::Int32).collect();
+    let err = p.partitions(many[..2_000].to_vec()).get_many(&ids).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadRequest, "{err}");
+    assert!(err.to_string().contains("2000 partitions"), "{err}");
+
+    // Within the limits the same requests are served.
+    assert_eq!(v.search_batch("emb", &queries, 10, 0, None).unwrap().len(), 30);
+    assert_eq!(
+        p.partitions(many[..2_000].to_vec()).get_many(&ids[..10]).unwrap()[1],
+        Some(doc! { "_id": 1, "tenant": 1 })
+    );
+}
+
 fn doc_request() -> protocol::RequestOut<'static, FindArgs> {
     static ARGS: std::sync::OnceLock<FindArgs> = std::sync::OnceLock::new();
     protocol::RequestOut {

@@ -81,6 +81,22 @@ impl<'v> Worker<'v> {
     }
 }
 
+/// Checks a batch of queries (`n × dim` floats, row-major) before any
+/// runs: a length that is not whole queries is `BatchShape`, and a query of
+/// the wrong dimension or not finite is `InvalidQuery` with its own index.
+pub fn check_batch(queries: &[f32], dim: usize) -> Result<()> {
+    if dim == 0 || !queries.len().is_multiple_of(dim) {
+        return Err(Error::BatchShape {
+            len: queries.len(),
+            dim,
+        });
+    }
+    for (index, query) in queries.chunks_exact(dim).enumerate() {
+        crate::check_vector(query, dim).map_err(|source| Error::InvalidQuery { index, source })?;
+    }
+    Ok(())
+}
+
 impl CacheView {
     /// The k nearest visible rows to each query of `queries` (`n × dim`
     /// floats, row-major), in query order. Same results as calling
@@ -97,15 +113,7 @@ impl CacheView {
         threads: usize,
     ) -> Result<Vec<Vec<Hit>>> {
         let dim = self.dim();
-        if !queries.len().is_multiple_of(dim) {
-            return Err(Error::BatchShape {
-                len: queries.len(),
-                dim,
-            });
-        }
-        for (index, query) in queries.chunks_exact(dim).enumerate() {
-            self.check_query(query, index)?;
-        }
+        check_batch(queries, dim)?;
         let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
         let vectors: Vec<&[f32]> = queries.chunks_exact(dim).collect();
         if vectors.is_empty() {

@@ -52,6 +52,7 @@ mod topk;
 mod view;
 mod writer;
 
+pub use batch::check_batch;
 pub use cache::{CacheConfig, CompactionReport, VectorCache, MAX_DIM};
 pub use error::{Error, Result, VectorError};
 pub use metric::{check_vector, distance, Metric};

@@ -69,7 +69,7 @@ impl Plan {
             node = doc! { "node": "Filter", "filter": text, "input": node };
         }
         if !self.sort.is_empty() {
-            let bound = self.limit.map(|l| (l + self.skip) as i64);
+            let bound = self.limit.map(|l| as_i64(l.saturating_add(self.skip)));
             node = doc! {
                 "node": "Sort",
                 "fields": self.sort.iter().map(|s| Bson::String(format!("{}:{}", s.path, if s.descending { "desc" } else { "asc" }))).collect::<Vec<_>>(),
@@ -78,16 +78,22 @@ impl Plan {
             };
         }
         if self.skip > 0 || self.limit.is_some() {
-            node = doc! { "node": "Limit", "skip": self.skip as i64, "limit": self.limit.map_or(Bson::Null, |l| Bson::Int64(l as i64)), "input": node };
+            node = doc! { "node": "Limit", "skip": as_i64(self.skip), "limit": self.limit.map_or(Bson::Null, |l| Bson::Int64(as_i64(l))), "input": node };
         }
         doc! {
             "node": "Projection",
             "fields": self.projection.as_ref().map_or(Bson::String("*".into()), |p| Bson::Array(p.iter().map(|f| Bson::String(f.clone())).collect())),
             "collection": &self.collection,
-            "documents": self.total as i64,
+            "documents": i64::try_from(self.total).unwrap_or(i64::MAX),
             "input": node,
         }
     }
+}
+
+/// A count as BSON holds it: an `i64`, saturated (a skip of `usize::MAX`
+/// shows as `i64::MAX`, not -1).
+fn as_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 fn render(d: &Document, depth: usize, out: &mut String) -> fmt::Result {
