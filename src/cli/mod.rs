@@ -94,6 +94,9 @@ struct ServeArgs {
     /// Connections served at once; more are refused.
     #[arg(long, value_name = "N", default_value_t = 128)]
     max_connections: usize,
+    /// Close a connection that sends nothing for this many seconds (0: never).
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    idle_timeout: u64,
 }
 
 #[derive(Args)]
@@ -497,7 +500,8 @@ fn serve(args: ServeArgs) -> Result<(), CliError> {
     };
     let mut config = ServerConfig::new(args.addr.clone())
         .max_frame_bytes(args.max_frame_bytes)
-        .max_connections(args.max_connections);
+        .max_connections(args.max_connections)
+        .idle_timeout(std::time::Duration::from_secs(args.idle_timeout));
     if let Some(path) = &args.auth_token_file {
         config = config.auth_token(read_token(path)?);
     }

@@ -41,6 +41,14 @@ pub struct ServerConfig {
     pub max_frame_bytes: usize,
     /// Connections served at once; more are refused with `busy`. Default 128.
     pub max_connections: usize,
+    /// How long a connection may send nothing before it is closed. Default
+    /// none: clients may hold idle connections (the client does not
+    /// reconnect).
+    pub idle_timeout: Option<Duration>,
+    /// With a token required, how long a connection has to send its whole
+    /// `auth` request, so that connections that never authenticate cannot
+    /// hold the connection slots. Default 10 s.
+    pub auth_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -50,6 +58,8 @@ impl Default for ServerConfig {
             auth_token: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             max_connections: 128,
+            idle_timeout: None,
+            auth_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -78,6 +88,20 @@ impl ServerConfig {
     /// Serves at most `n` connections at once. Default 128.
     pub fn max_connections(mut self, n: usize) -> Self {
         self.max_connections = n;
+        self
+    }
+
+    /// Closes a connection that sends nothing for `timeout` (mid-frame
+    /// included). Default: never.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = Some(timeout).filter(|t| !t.is_zero());
+        self
+    }
+
+    /// Gives a connection `timeout` to send its whole `auth` request when a
+    /// token is required. Default 10 s.
+    pub fn auth_timeout(mut self, timeout: Duration) -> Self {
+        self.auth_timeout = timeout;
         self
     }
 }
@@ -283,13 +307,44 @@ fn same_token(given: &[u8], want: &[u8]) -> bool {
     diff == 0
 }
 
+/// A connection's reads, each allowed only what is left before `deadline`
+/// (when there is one), so that a request sent a byte at a time cannot
+/// outlast it.
+struct Deadline<'a> {
+    reader: &'a mut BufReader<TcpStream>,
+    deadline: Option<std::time::Instant>,
+}
+
+impl io::Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "auth deadline passed"));
+            }
+            self.reader.get_ref().set_read_timeout(Some(left))?;
+        }
+        self.reader.read(buf)
+    }
+}
+
 fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
+    let mut authed = shared.config.auth_token.is_none();
+    // Before auth: one deadline for the whole request; after: the idle timeout per read.
+    let mut deadline = (!authed).then(|| std::time::Instant::now() + shared.config.auth_timeout);
+    stream.set_read_timeout(shared.config.idle_timeout)?;
     let mut reader = BufReader::with_capacity(64 << 10, stream.try_clone()?);
     let mut writer = BufWriter::with_capacity(64 << 10, stream);
     let max = shared.config.max_frame_bytes;
-    let mut authed = shared.config.auth_token.is_none();
     loop {
-        let frame = match read_frame(&mut reader, max) {
+        let read = read_frame(
+            &mut Deadline {
+                reader: &mut reader,
+                deadline,
+            },
+            max,
+        );
+        let frame = match read {
             Ok(Some(frame)) => frame,
             Ok(None) => return Ok(()),
             Err(FrameError::Io(e)) => return Err(e),
@@ -334,6 +389,8 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
                 return finish(writer, reader);
             }
             authed = true;
+            deadline = None;
+            reader.get_ref().set_read_timeout(shared.config.idle_timeout)?;
         }
         // A panic in one request (a bug) answers `internal` and ends this
         // connection only. Frames are written whole, so the error frame

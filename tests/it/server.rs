@@ -639,6 +639,70 @@ fn connections_beyond_the_limit_are_refused_busy() {
     b.ping().unwrap();
 }
 
+/// A connection's slot comes back when the connection sends nothing, or
+/// only part of a frame, for longer than the server allows: `auth_timeout`
+/// for a whole `auth` request (even one dripped a byte at a time), the
+/// `idle_timeout` afterwards.
+#[test]
+fn silent_connections_give_their_slots_back() {
+    let wait_for_slot = |addr: &str, token: Option<&str>| {
+        let start = std::time::Instant::now();
+        loop {
+            let mut b = Client::builder(addr.to_owned());
+            if let Some(t) = token {
+                b = b.auth_token(t);
+            }
+            if b.connect().and_then(|c| c.ping()).is_ok() {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "the slot never came back"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    // Before auth: a silent connection, then one dripping its frame.
+    let server = Server::start(
+        Db::memory(),
+        ServerConfig::new("127.0.0.1:0")
+            .max_connections(1)
+            .auth_token("t")
+            .auth_timeout(std::time::Duration::from_millis(300)),
+    )
+    .unwrap();
+    let addr = server.local_addr().to_string();
+    let _silent = TcpStream::connect(&addr).unwrap();
+    wait_for_slot(&addr, Some("t"));
+    let mut drip = TcpStream::connect(&addr).unwrap();
+    let dripper = std::thread::spawn(move || {
+        for b in [0u8, 0, 0, 40, 1, 2, 3, 4, 5, 6, 7, 8] {
+            if drip.write_all(&[b]).is_err() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    wait_for_slot(&addr, Some("t"));
+    dripper.join().unwrap();
+
+    // After auth (none required here): the idle timeout.
+    let server = Server::start(
+        Db::memory(),
+        ServerConfig::new("127.0.0.1:0")
+            .max_connections(1)
+            .idle_timeout(std::time::Duration::from_millis(300)),
+    )
+    .unwrap();
+    let addr = server.local_addr().to_string();
+    let idle = Client::connect(addr.clone()).unwrap();
+    idle.ping().unwrap();
+    wait_for_slot(&addr, None);
+    // The idle client's connection is gone: its next request fails.
+    assert!(idle.ping().is_err());
+}
+
 // -------------------------------------------------------------- concurrency
 
 const CLIENTS: usize = 32;
