@@ -55,7 +55,9 @@ impl DbBuilder {
 
 impl Db {
     /// Opens (or creates) the database in directory `path` on RocksDB, with
-    /// synced commits.
+    /// synced commits. A directory holding another program's RocksDB (column
+    /// families but no Slate catalog) is refused, untouched, with
+    /// `NotSlate`; a collection whose drop a crash cut short is dropped.
     pub fn open(path: impl AsRef<Path>) -> Result<Db> {
         Self::builder(path).open()
     }

@@ -153,7 +153,15 @@ impl Database {
     /// the others' collection changes; the catalog column family is written
     /// through a `Database` only.
     pub fn open(store: Arc<dyn Store>) -> Result<Self> {
-        if !store.list_cfs().iter().any(|c| c == CATALOG_CF) {
+        let cfs = store.list_cfs();
+        if !cfs.iter().any(|c| c == CATALOG_CF) {
+            // Column families but no catalog: some other program's database,
+            // which a catalog written into it would only damage.
+            if let Some(other) = cfs.first() {
+                return Err(Error::NotSlate {
+                    reason: format!("it holds column family {other:?} and no Slate catalog"),
+                });
+            }
             store.create_cf(CATALOG_CF)?;
         }
         let readers = Arc::new(Readers::default());
@@ -165,6 +173,7 @@ impl Database {
             vectors: RwLock::new(BTreeMap::new()),
             catalog,
         };
+        db.finish_drops()?;
         let snap = db.store.snapshot();
         let mut vectors = BTreeMap::new();
         for entry in snap.range(CATALOG_CF, &KeyRange::all(), Direction::Forward)? {
@@ -177,6 +186,32 @@ impl Database {
         drop(snap);
         *db.vectors.write().unwrap_or_else(|e| e.into_inner()) = vectors;
         Ok(db)
+    }
+
+    /// Removes from the catalog each collection whose column family is gone:
+    /// a drop the store finished while the catalog's commit was lost (a crash
+    /// of a store that does not sync its log). The drop is completed rather
+    /// than leaving a collection no read or write can use.
+    fn finish_drops(&self) -> Result<()> {
+        let cfs = self.store.list_cfs();
+        let mut txn = begin_write(self.store.as_ref())?;
+        let names: Vec<Vec<u8>> = txn
+            .range(CATALOG_CF, &KeyRange::all(), Direction::Forward)?
+            .map(|e| e.map(|(k, _)| k.into_owned()))
+            .collect::<Result<_>>()?;
+        let mut gone = false;
+        for name in names {
+            let shown = String::from_utf8_lossy(&name).into_owned();
+            if !cfs.contains(&collection_cf(&shown)) {
+                log::warn!("collection {shown:?} has no column family (a drop cut short): dropping it");
+                txn.delete(CATALOG_CF, name)?;
+                gone = true;
+            }
+        }
+        if gone {
+            self.catalog.commit(true, || txn.commit())?;
+        }
+        Ok(())
     }
 
     /// The store underneath.

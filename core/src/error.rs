@@ -56,6 +56,10 @@ pub enum Error {
     /// An insert whose `_id` is already taken; nothing was written.
     #[error("duplicate _id {id} in collection {collection:?}")]
     DuplicateId { collection: String, id: String },
+    /// A store that is not a Slate database (another program's RocksDB, say):
+    /// nothing was written to it.
+    #[error("not a Slate database: {reason}")]
+    NotSlate { reason: String },
     /// A document that cannot be stored (not a document, bad field, too large).
     #[error("invalid document {id} in collection {collection:?}: {reason}")]
     InvalidDocument {

@@ -779,10 +779,17 @@ impl<'t> CollectionRead<'t> {
     /// transaction's read sees its own writes while its vector views stay
     /// at the last commit, so it always reads the documents.
     pub fn ids_decode_exactly(&self) -> Result<bool> {
-        if matches!(self.snap, SnapRef::Borrowed(_)) {
+        if self.in_write_txn() {
             return Ok(false);
         }
         Ok(self.snap.get(&self.cf, &keys::exact_ids_key())?.is_some())
+    }
+
+    /// Whether this reads inside a write transaction: its documents may hold
+    /// uncommitted changes, while its vector caches and their row tags are
+    /// those of the last commit.
+    pub fn in_write_txn(&self) -> bool {
+        matches!(self.snap, SnapRef::Borrowed(_))
     }
 
     /// The `_id` encoded in document key `doc_key`, as

@@ -645,7 +645,9 @@ pub fn search(
     let capped = tag_estimate.is_none() && matches!(source, Some(Source::IndexScan { capped: true, .. }));
     let indexed = source.as_ref().is_some_and(Source::uses_index);
     // An index that answers the filter exactly: its keys are the matches, and
-    // gather and bitmap need not read any document to check them.
+    // gather and bitmap need not read any document to check them. Not inside
+    // a write transaction: the rows and their tags are the last commit's, the
+    // documents the transaction's, which may no longer match.
     let exact = match (&spec.filter, &source) {
         (
             Some(filter),
@@ -654,7 +656,7 @@ pub fn search(
                 multikey: false,
                 ..
             }),
-        ) => filter.is_exact_on(field),
+        ) if !read.in_write_txn() => filter.is_exact_on(field),
         _ => false,
     };
     let selectivity = match (&spec.filter, &source) {
@@ -1034,6 +1036,46 @@ mod tests {
         assert!(txn.delete("c", &Part::none(), &Bson::Int64(0)).expect("delete"));
         let own = txn.collection("c").expect("read");
         assert_eq!(ids(&own), [Bson::Int64(1), Bson::Int64(2)]);
+    }
+
+    #[test]
+    fn a_write_transactions_search_checks_documents_its_index_answered() {
+        // The committed row is tagged a = 1; the transaction changed its
+        // document to a = 2: an exact index answer from the last commit's
+        // tags must still be checked against the transaction's document.
+        use slate_core::{store::MemoryStore, CollectionConfig, Database, Metric, Part};
+        let db = Database::open(std::sync::Arc::new(MemoryStore::new())).expect("open");
+        db.create_collection(CollectionConfig::new("c").index("a").vector("v", 2, Metric::L2))
+            .expect("create");
+        let mut txn = db.begin_write().expect("begin");
+        txn.insert("c", bson::doc! { "_id": 1, "a": 1, "v": [1.0, 0.0] })
+            .expect("insert");
+        txn.commit().expect("commit");
+        let mut txn = db.begin_write().expect("begin");
+        let read = txn.collection("c").expect("read");
+        let key = read
+            .get_by_id(&Part::none(), &Bson::Int32(1))
+            .expect("get")
+            .expect("there")
+            .key
+            .into_owned();
+        drop(read);
+        txn.replace_key("c", &key, bson::doc! { "_id": 1, "a": 2, "v": [1.0, 0.0] })
+            .expect("replace");
+        let own = txn.collection("c").expect("read");
+        for strategy in [Strategy::Gather, Strategy::Bitmap, Strategy::Scan, Strategy::Auto] {
+            let spec = SearchSpec {
+                field: "v".into(),
+                query: vec![0.0, 0.0],
+                k: 10,
+                threads: 1,
+                filter: Some(Filter::parse(&bson::doc! { "a": 1 }).expect("filter")),
+                strategy,
+                ..Default::default()
+            };
+            let (hits, _) = search(&own, &[Part::none()], &spec).expect("search");
+            assert!(hits.is_empty(), "{strategy}: {hits:?}");
+        }
     }
 
     #[test]

@@ -971,6 +971,29 @@ fn big_collection(t: &TestDb) -> (Collection, Vec<Document>) {
 }
 
 #[test]
+fn in_takes_dbrefs_as_values() {
+    let t = crate::memory();
+    let coll =
+        t.db.create_collection(CollectionConfig::new("c"))
+            .expect("create");
+    coll.insert_many(vec![
+        doc! { "_id": 1, "r": { "$ref": "c", "$id": 1 } },
+        doc! { "_id": 2, "r": { "$ref": "c", "$id": 2 } },
+    ])
+    .expect("insert");
+    let found = coll
+        .find(doc! { "r": { "$in": [{ "$ref": "c", "$id": 2 }] } })
+        .run()
+        .expect("a DBRef in $in is a value");
+    assert_eq!(found, vec![doc! { "_id": 2, "r": { "$ref": "c", "$id": 2 } }]);
+    let err = coll
+        .find(doc! { "r": { "$in": [{ "$gt": 1 }] } })
+        .run()
+        .expect_err("an operator document is not");
+    assert!(err.to_string().contains("$in"), "{err}");
+}
+
+#[test]
 fn explain_shows_the_largest_skip_without_overflowing() {
     let t = crate::memory();
     let coll =

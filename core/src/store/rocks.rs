@@ -268,6 +268,13 @@ impl Store for RocksStore {
                 name: name.to_owned(),
             });
         }
+        // Dropping a column family is written to the manifest at once, and
+        // the commit that unlinked it (say, from the catalog) may still sit
+        // in an unsynced log: sync the log first, so that a crash cannot keep
+        // the drop and lose that commit.
+        if !self.sync {
+            self.db.flush_wal(true)?;
+        }
         self.db.drop_cf(name)?;
         cfs.remove(name);
         Ok(())
@@ -290,8 +297,12 @@ impl Store for RocksStore {
         self.seq.store(seq + 1, Ordering::SeqCst);
         match self.write_batch(batch) {
             Ok(()) => {
+                // Published even if `before_publish` panics (the batch is
+                // written), so that no snapshot waits on an odd sequence
+                // forever; the store is then poisoned, as what the caller
+                // keeps beside it (vector caches) may lag the batch.
+                let _publish = Publish { store: self, version };
                 before_publish(version);
-                self.seq.store(version * 2, Ordering::SeqCst);
                 Ok(version)
             }
             Err(e) => {
@@ -304,6 +315,24 @@ impl Store for RocksStore {
                 Err(e)
             }
         }
+    }
+}
+
+/// Publishes a written batch's version when dropped (see `apply`).
+struct Publish<'a> {
+    store: &'a RocksStore,
+    version: u64,
+}
+
+impl Drop for Publish<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            *self.store.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                "a commit's publication panicked at version {}",
+                self.version
+            ));
+        }
+        self.store.seq.store(self.version * 2, Ordering::SeqCst);
     }
 }
 

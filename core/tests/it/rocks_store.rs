@@ -76,3 +76,69 @@ fn flush_then_reads_come_from_sst_files() {
         assert_eq!(v.as_deref(), want.as_ref().map(|w| &w[..]), "key {i}");
     }
 }
+
+/// Another program's RocksDB (column families, no Slate catalog) is refused
+/// and left as it was.
+#[test]
+fn a_database_that_is_not_slates_is_refused_untouched() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = RocksStore::open(dir.path()).expect("open");
+        store.create_cf("someone_elses").expect("create");
+        let err = slate_core::Database::open(Arc::new(store)).expect_err("not Slate's");
+        assert!(matches!(err, slate_core::Error::NotSlate { .. }), "{err}");
+        assert!(err.to_string().contains("someone_elses"), "{err}");
+    }
+    let store = RocksStore::open(dir.path()).expect("reopen");
+    assert_eq!(
+        store.list_cfs(),
+        vec!["someone_elses".to_owned()],
+        "no catalog written"
+    );
+}
+
+/// A collection whose column family is gone while the catalog still names it
+/// (a drop cut short by a crash of a store that does not sync its log): the
+/// database opens, with the drop completed.
+#[test]
+fn a_drop_cut_short_is_completed_at_open() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = Arc::new(RocksStore::builder(dir.path()).sync(false).open().expect("open"));
+        let db = slate_core::Database::open(store.clone() as Arc<dyn Store>).expect("db");
+        db.create_collection(slate_core::CollectionConfig::new("x").vector("v", 2, slate_core::Metric::L2))
+            .expect("create");
+        db.create_collection(slate_core::CollectionConfig::new("kept"))
+            .expect("create");
+        drop(db);
+        // The column family's drop reached the disk; the catalog's did not.
+        store.drop_cf("c.x").expect("drop the column family alone");
+    }
+    let store = RocksStore::open(dir.path()).expect("reopen");
+    let db = slate_core::Database::open(Arc::new(store)).expect("opens");
+    assert_eq!(db.list_collections().expect("list"), vec!["kept".to_owned()]);
+    db.create_collection(slate_core::CollectionConfig::new("x"))
+        .expect("the name is free again");
+}
+
+/// A commit whose publication step panics still publishes its version: later
+/// snapshots do not wait forever, and the store refuses further commits.
+#[test]
+fn a_panic_while_publishing_poisons_the_store_without_hanging_readers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = RocksStore::open(dir.path()).expect("open");
+    store.create_cf("docs").expect("create");
+    let mut txn = store.begin_write().expect("txn");
+    txn.put("docs", b"k".to_vec(), b"v".to_vec()).expect("put");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        txn.commit_with(|_| panic!("publication failed")).ok();
+    }));
+    assert!(panicked.is_err());
+    let snap = store.snapshot();
+    assert_eq!(snap.get("docs", b"k").expect("get").as_deref(), Some(&b"v"[..]));
+    let mut txn = store.begin_write().expect("txn");
+    txn.put("docs", b"k2".to_vec(), b"v".to_vec()).expect("put");
+    assert!(txn.commit().is_err(), "a poisoned store refuses commits");
+}

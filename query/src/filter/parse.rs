@@ -215,7 +215,8 @@ fn value_list(op: &str, operand: &Bson, path: &str) -> Result<Vec<RawBson>> {
         .iter()
         .map(|item| match item {
             Bson::RegularExpression(_) => Err(unsupported("$regex", path)),
-            Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+            // A DBRef ({$ref, $id}) is a value, as everywhere else.
+            Bson::Document(d) if is_operator_document(d) => {
                 Err(bad_operand(op, path, "values, not operator documents", item))
             }
             _ => to_raw(op, item, path),
