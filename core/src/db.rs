@@ -25,10 +25,49 @@ pub struct Database {
     /// Versions that live snapshots read at: vector compaction keeps them.
     pub(crate) readers: Arc<Readers>,
     /// Vector caches per collection. Changed only under the store's write lock.
-    pub(crate) vectors: RwLock<BTreeMap<String, Arc<VectorSet>>>,
+    pub(crate) vectors: Arc<VectorSets>,
     /// Collection configurations known to be current at a catalog
-    /// generation, shared by every `Database` over the same store.
+    /// generation.
     pub(crate) catalog: Arc<CatalogMemo>,
+    /// What every `Database` over the same store shares: the three above.
+    _shared: Arc<Shared>,
+}
+
+/// The vector caches of a database's collections, by collection name.
+pub(crate) type VectorSets = RwLock<BTreeMap<String, Arc<VectorSet>>>;
+
+/// The state every `Database` opened over one store shares, so that each
+/// sees the others' writes: the catalog memo, the live readers (the vector
+/// compaction floor) and the vector caches, loaded once.
+#[derive(Debug, Default)]
+struct Shared {
+    catalog: Arc<CatalogMemo>,
+    readers: Arc<Readers>,
+    vectors: Arc<VectorSets>,
+    /// Whether `vectors` has been loaded from the store.
+    loaded: Mutex<bool>,
+}
+
+impl Shared {
+    /// The state of the store `store` points to: the one another `Database`
+    /// over it holds, else a new one. A store outlives every `Database`
+    /// holding it, so a live entry's address is that store's.
+    fn of(store: &Arc<dyn Store>) -> Arc<Self> {
+        type Registry = HashMap<usize, Weak<Shared>>;
+        static SHARED: OnceLock<Mutex<Registry>> = OnceLock::new();
+        let mut all = SHARED
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        all.retain(|_, shared| shared.strong_count() > 0);
+        let at = Arc::as_ptr(store).cast::<()>() as usize;
+        if let Some(shared) = all.get(&at).and_then(Weak::upgrade) {
+            return shared;
+        }
+        let shared = Arc::new(Self::default());
+        all.insert(at, Arc::downgrade(&shared));
+        shared
+    }
 }
 
 /// Spares a read transaction its catalog read. `done` counts the commits
@@ -41,7 +80,7 @@ pub struct Database {
 /// taken so at one `done` sees the same catalog, and a configuration read
 /// from one of them serves the others without a catalog read. The counts
 /// are the store's, not a `Database`'s: every `Database` opened over one
-/// store shares them (see [`CatalogMemo::of`]).
+/// store shares them (see `Shared`).
 #[derive(Debug, Default)]
 pub(crate) struct CatalogMemo {
     done: AtomicU64,
@@ -65,26 +104,6 @@ impl Drop for CatalogWrite<'_> {
 }
 
 impl CatalogMemo {
-    /// The memo of the store `store` points to: the one another `Database`
-    /// over it holds, else a new one. A store outlives every `Database`
-    /// holding it, so a live entry's address is that store's.
-    pub(crate) fn of(store: &Arc<dyn Store>) -> Arc<Self> {
-        type Registry = HashMap<usize, Weak<CatalogMemo>>;
-        static MEMOS: OnceLock<Mutex<Registry>> = OnceLock::new();
-        let mut memos = MEMOS
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        memos.retain(|_, memo| memo.strong_count() > 0);
-        let at = Arc::as_ptr(store).cast::<()>() as usize;
-        if let Some(memo) = memos.get(&at).and_then(Weak::upgrade) {
-            return memo;
-        }
-        let memo = Arc::new(Self::default());
-        memos.insert(at, Arc::downgrade(&memo));
-        memo
-    }
-
     /// Runs `commit`, counted as a catalog change under way while it runs
     /// (and done after it, published or failed) when it `changes` the
     /// catalog.
@@ -149,9 +168,10 @@ impl std::fmt::Debug for Database {
 impl Database {
     /// Opens the database kept in `store`: reads the catalog and loads every
     /// vector field's cache from its `v:` keys. Databases opened over the
-    /// same `Arc` share what their readers know of the catalog, so each sees
-    /// the others' collection changes; the catalog column family is written
-    /// through a `Database` only.
+    /// same `Arc` share what their readers know of the catalog, their live
+    /// readers and their vector caches (loaded by the first), so each sees
+    /// the others' writes; the catalog column family is written through a
+    /// `Database` only.
     pub fn open(store: Arc<dyn Store>) -> Result<Self> {
         let cfs = store.list_cfs();
         if !cfs.iter().any(|c| c == CATALOG_CF) {
@@ -164,15 +184,21 @@ impl Database {
             }
             store.create_cf(CATALOG_CF)?;
         }
-        let readers = Arc::new(Readers::default());
-        let catalog = CatalogMemo::of(&store);
+        let shared = Shared::of(&store);
         let db = Self {
-            store: Arc::new(TrackedStore::new(Arc::clone(&store), Arc::clone(&readers))),
+            store: Arc::new(TrackedStore::new(Arc::clone(&store), Arc::clone(&shared.readers))),
             untracked: store,
-            readers,
-            vectors: RwLock::new(BTreeMap::new()),
-            catalog,
+            readers: Arc::clone(&shared.readers),
+            vectors: Arc::clone(&shared.vectors),
+            catalog: Arc::clone(&shared.catalog),
+            _shared: Arc::clone(&shared),
         };
+        // Loaded once per store: another `Database` over it has them already
+        // (and keeps them current).
+        let mut loaded = shared.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        if *loaded {
+            return Ok(db);
+        }
         db.finish_drops()?;
         let snap = db.store.snapshot();
         let mut vectors = BTreeMap::new();
@@ -185,6 +211,8 @@ impl Database {
         }
         drop(snap);
         *db.vectors.write().unwrap_or_else(|e| e.into_inner()) = vectors;
+        *loaded = true;
+        drop(loaded);
         Ok(db)
     }
 

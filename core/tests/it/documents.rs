@@ -767,3 +767,35 @@ fn a_drop_racing_a_create_of_the_same_name_leaves_the_new_collection_whole() {
         .expect("get")
         .is_some());
 }
+
+/// Databases opened over one store share their vector caches: a vector
+/// written through one is searched through the other, and a collection
+/// dropped and created again through one is empty through the other.
+#[test]
+fn databases_over_one_store_share_their_vector_caches() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let a = Database::open(Arc::clone(&store)).expect("a");
+    let b = Database::open(Arc::clone(&store)).expect("b");
+    let config = || CollectionConfig::new("c").vector("v", 2, Metric::L2);
+    a.create_collection(config()).expect("create through a");
+    let mut txn = b.begin_write().expect("begin");
+    txn.insert("c", doc! { "_id": 1, "v": [1.0, 0.0] })
+        .expect("insert");
+    txn.commit().expect("commit");
+    let hits = |db: &Database| {
+        let read = db.read();
+        let view = read.collection("c").expect("c").vectors("v").expect("a cache");
+        view.search(&[1.0, 0.0], 10, 1).expect("search").len()
+    };
+    assert_eq!((hits(&a), hits(&b)), (1, 1));
+    b.drop_collection("c").expect("drop through b");
+    b.create_collection(config()).expect("create again through b");
+    assert_eq!((hits(&a), hits(&b)), (0, 0));
+    // One opened while the others live takes their caches, loaded once.
+    let mut txn = a.begin_write().expect("begin");
+    txn.insert("c", doc! { "_id": 2, "v": [0.0, 1.0] })
+        .expect("insert");
+    txn.commit().expect("commit");
+    let late = Database::open(Arc::clone(&store)).expect("late");
+    assert_eq!((hits(&a), hits(&b), hits(&late)), (1, 1, 1));
+}
