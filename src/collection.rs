@@ -17,8 +17,8 @@ pub struct Collection {
     pub(crate) partitions: Option<Vec<Bson>>,
 }
 
-/// The partitions a handle reads: one (a collection that is not
-/// partitioned, or one named) without a `Vec` to allocate on every read.
+/// The partitions a handle reads: the one of a collection that is not
+/// partitioned, without a `Vec` to allocate on every read, else those named.
 pub(crate) enum Parts {
     One(Part),
     Many(Vec<Part>),
@@ -42,6 +42,11 @@ impl Collection {
             name,
             partitions: None,
         }
+    }
+
+    /// How many partition values this handle names (1 when it names none).
+    pub(crate) fn partition_count(&self) -> usize {
+        self.partitions.as_ref().map_or(1, |p| p.len().max(1))
     }
 
     /// The collection's name.

@@ -47,8 +47,16 @@ impl DbBuilder {
     /// Opens the database, rebuilding vector caches from disk.
     pub fn open(self) -> Result<Db> {
         let store = self.store.open()?;
+        let dir = store.path().display().to_string();
+        let inner = Database::open(Arc::new(store)).map_err(|e| match e {
+            // Named by its directory, which the store layer does not know.
+            slate_core::Error::NotSlate { reason } => slate_core::Error::NotSlate {
+                reason: format!("{dir}: {reason}"),
+            },
+            e => e,
+        })?;
         Ok(Db {
-            inner: Arc::new(Database::open(Arc::new(store))?),
+            inner: Arc::new(inner),
         })
     }
 }
@@ -56,8 +64,9 @@ impl DbBuilder {
 impl Db {
     /// Opens (or creates) the database in directory `path` on RocksDB, with
     /// synced commits. A directory holding another program's RocksDB (column
-    /// families but no Slate catalog) is refused, untouched, with
-    /// `NotSlate`; a collection whose drop a crash cut short is dropped.
+    /// families but no Slate catalog) is refused with `NotSlate`, no Slate
+    /// data written to it; a collection whose drop a crash cut short is
+    /// dropped.
     pub fn open(path: impl AsRef<Path>) -> Result<Db> {
         Self::builder(path).open()
     }

@@ -134,7 +134,7 @@ impl<'db> Transaction<'db> {
                 staged.extend(self.inner.stage_replace(collection, key, new)?);
             }
         }
-        result.modified = self.inner.write_staged(collection, staged)?;
+        result.modified = self.inner.write_staged(staged)?;
         if keys.is_empty() && upsert {
             let seed = slate_query::equality_seed(filter);
             let doc = update.apply(&seed)?;

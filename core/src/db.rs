@@ -171,7 +171,9 @@ impl Database {
     /// same `Arc` share what their readers know of the catalog, their live
     /// readers and their vector caches (loaded by the first), so each sees
     /// the others' writes; the catalog column family is written through a
-    /// `Database` only.
+    /// `Database` only. The first open of a store takes its writer lock
+    /// briefly (to finish a drop a crash cut short): not from a thread that
+    /// holds it.
     pub fn open(store: Arc<dyn Store>) -> Result<Self> {
         let cfs = store.list_cfs();
         if !cfs.iter().any(|c| c == CATALOG_CF) {

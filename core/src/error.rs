@@ -57,7 +57,7 @@ pub enum Error {
     #[error("duplicate _id {id} in collection {collection:?}")]
     DuplicateId { collection: String, id: String },
     /// A store that is not a Slate database (another program's RocksDB, say):
-    /// nothing was written to it.
+    /// no Slate data was written to it.
     #[error("not a Slate database: {reason}")]
     NotSlate { reason: String },
     /// A document that cannot be stored (not a document, bad field, too large).

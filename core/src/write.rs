@@ -54,6 +54,7 @@ impl std::fmt::Debug for WriteTxn<'_> {
 /// A replacement checked and encoded by [`WriteTxn::stage_replace`], not yet
 /// written: the new document and the stored one it replaces.
 pub struct StagedReplace {
+    collection: String,
     new: Prepared,
     old: Prepared,
 }
@@ -282,10 +283,13 @@ impl<'db> WriteTxn<'db> {
                 ),
             });
         }
-        // Only a document holding documents or arrays can nest.
-        let nests = doc
-            .values()
-            .any(|v| matches!(v, Bson::Document(_) | Bson::Array(_)));
+        // Only a document holding documents, arrays or scoped code can nest.
+        let nests = doc.values().any(|v| {
+            matches!(
+                v,
+                Bson::Document(_) | Bson::Array(_) | Bson::JavaScriptCodeWithScope(_)
+            )
+        });
         if nests && crate::value::nested_deeper_than(&bytes, crate::value::MAX_NESTING) {
             return Err(Error::InvalidDocument {
                 collection: collection.clone(),
@@ -686,7 +690,7 @@ impl<'db> WriteTxn<'db> {
     /// Replaces the document stored under `doc_key` (as found by a query).
     pub fn replace_key(&mut self, collection: &str, doc_key: &[u8], doc: Document) -> Result<bool> {
         match self.stage_replace(collection, doc_key, doc)? {
-            Some(staged) => Ok(self.write_staged(collection, vec![staged])? == 1),
+            Some(staged) => Ok(self.write_staged(vec![staged])? == 1),
             None => Ok(false),
         }
     }
@@ -696,7 +700,8 @@ impl<'db> WriteTxn<'db> {
     /// stored there. A multi-document update stages every document first and
     /// writes them with [`write_staged`](Self::write_staged) only once all
     /// are good, so that one bad document leaves the transaction as it was.
-    /// The staged documents must have distinct keys.
+    /// Nothing may write a staged document between its staging and its
+    /// writing (the staged replacement holds the document it replaces).
     pub fn stage_replace(
         &mut self,
         collection: &str,
@@ -713,12 +718,23 @@ impl<'db> WriteTxn<'db> {
         self.prepare_replace(&config, part, id_enc, &id, doc)
     }
 
-    /// Writes replacements staged by [`stage_replace`](Self::stage_replace)
-    /// in `collection`; returns how many.
-    pub fn write_staged(&mut self, collection: &str, staged: Vec<StagedReplace>) -> Result<u64> {
-        let config = self.config(collection)?;
+    /// Writes replacements staged by [`stage_replace`](Self::stage_replace);
+    /// returns how many. A document staged twice fails the call, writing
+    /// none of them.
+    pub fn write_staged(&mut self, staged: Vec<StagedReplace>) -> Result<u64> {
+        let mut seen = std::collections::HashSet::with_capacity(staged.len());
+        for s in &staged {
+            if !seen.insert((s.collection.as_str(), s.new.doc_key.as_slice())) {
+                return Err(Error::InvalidDocument {
+                    collection: s.collection.clone(),
+                    id: show(&s.new.id),
+                    reason: "staged twice for one write".into(),
+                });
+            }
+        }
         let n = staged.len() as u64;
-        for StagedReplace { new, old } in staged {
+        for StagedReplace { collection, new, old } in staged {
+            let config = self.config(&collection)?;
             self.write(&config, new, Some(&old))?;
         }
         Ok(n)
@@ -733,7 +749,7 @@ impl<'db> WriteTxn<'db> {
         doc: Document,
     ) -> Result<bool> {
         match self.prepare_replace(config, part, id_enc, id, doc)? {
-            Some(StagedReplace { new, old }) => {
+            Some(StagedReplace { new, old, .. }) => {
                 self.write(config, new, Some(&old))?;
                 Ok(true)
             }
@@ -782,7 +798,11 @@ impl<'db> WriteTxn<'db> {
                 reason: "a replacement cannot move a document to another partition".into(),
             });
         }
-        Ok(Some(StagedReplace { new: p, old }))
+        Ok(Some(StagedReplace {
+            collection: config.name.clone(),
+            new: p,
+            old,
+        }))
     }
 
     /// Deletes the document with `_id` `id` in `part`; returns whether there was one.

@@ -61,14 +61,6 @@ fn collection(db: &Db, name: &str, partitions: &Option<Bin>) -> Outcome<Collecti
     }
 }
 
-/// How many partitions `partitions` names (1 when none: the collection's one).
-fn partition_count(partitions: &Option<Bin>) -> Outcome<u64> {
-    match partitions {
-        None => Ok(1),
-        Some(p) => Ok(p.to_values("partitions").map_err(bad)?.len().max(1) as u64),
-    }
-}
-
 fn filter(f: &Option<Bin>) -> Outcome<Document> {
     match f {
         None => Ok(Document::new()),
@@ -394,12 +386,11 @@ pub(crate) fn handle(db: &Db, env: &Envelope, frame: &[u8], w: &mut impl Write) 
             args::<GetManyArgs>(op, frame).and_then(|a| {
                 let c = collection(db, &a.collection, &a.partitions)?;
                 let ids = a.ids.to_values("ids").map_err(bad)?;
-                let lookups = (ids.len() as u64).saturating_mul(partition_count(&a.partitions)?);
-                if lookups > MAX_LOOKUPS {
+                let parts = c.partition_count();
+                if (ids.len() as u64).saturating_mul(parts as u64) > MAX_LOOKUPS {
                     return Err(bad(format!(
-                        "ids: {} ids in {} partitions, more than the server's limit of {MAX_LOOKUPS} lookups",
+                        "ids: {} ids in {parts} partitions, more than the server's limit of {MAX_LOOKUPS} lookups",
                         ids.len(),
-                        partition_count(&a.partitions)?
                     )));
                 }
                 let docs = c.get_many(&ids).map_err(slate)?;

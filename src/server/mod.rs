@@ -47,7 +47,8 @@ pub struct ServerConfig {
     pub idle_timeout: Option<Duration>,
     /// With a token required, how long a connection has to send its whole
     /// `auth` request, so that connections that never authenticate cannot
-    /// hold the connection slots. Default 10 s.
+    /// hold the connection slots (zero refuses every such connection).
+    /// Default 10 s.
     pub auth_timeout: Duration,
 }
 
@@ -331,8 +332,15 @@ impl io::Read for Deadline<'_> {
 fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
     let mut authed = shared.config.auth_token.is_none();
     // Before auth: one deadline for the whole request; after: the idle timeout per read.
-    let mut deadline = (!authed).then(|| std::time::Instant::now() + shared.config.auth_timeout);
-    stream.set_read_timeout(shared.config.idle_timeout)?;
+    // A zero timeout is no timeout (the socket refuses one); a deadline past
+    // what `Instant` can hold is none either.
+    let idle = shared.config.idle_timeout.filter(|t| !t.is_zero());
+    let mut deadline = if authed {
+        None
+    } else {
+        std::time::Instant::now().checked_add(shared.config.auth_timeout)
+    };
+    stream.set_read_timeout(idle)?;
     let mut reader = BufReader::with_capacity(64 << 10, stream.try_clone()?);
     let mut writer = BufWriter::with_capacity(64 << 10, stream);
     let max = shared.config.max_frame_bytes;
@@ -390,7 +398,7 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
             }
             authed = true;
             deadline = None;
-            reader.get_ref().set_read_timeout(shared.config.idle_timeout)?;
+            reader.get_ref().set_read_timeout(idle)?;
         }
         // A panic in one request (a bug) answers `internal` and ends this
         // connection only. Frames are written whole, so the error frame

@@ -674,9 +674,13 @@ fn silent_connections_give_their_slots_back() {
     let addr = server.local_addr().to_string();
     let _silent = TcpStream::connect(&addr).unwrap();
     wait_for_slot(&addr, Some("t"));
+    // A byte every 100 ms for 2 s (each read well within any per-read
+    // timeout), the socket held open meanwhile: only a deadline over the
+    // whole request frees the slot before the drip ends.
     let mut drip = TcpStream::connect(&addr).unwrap();
+    let held = drip.try_clone().unwrap();
     let dripper = std::thread::spawn(move || {
-        for b in [0u8, 0, 0, 40, 1, 2, 3, 4, 5, 6, 7, 8] {
+        for b in [0u8, 0, 0, 40].into_iter().chain(1..=16) {
             if drip.write_all(&[b]).is_err() {
                 break;
             }
@@ -684,8 +688,13 @@ fn silent_connections_give_their_slots_back() {
         }
     });
     std::thread::sleep(std::time::Duration::from_millis(50));
-    wait_for_slot(&addr, Some("t"));
+    let took = wait_for_slot(&addr, Some("t"));
+    assert!(
+        took < std::time::Duration::from_millis(1500),
+        "freed only after {took:?}"
+    );
     dripper.join().unwrap();
+    drop(held);
 
     // After auth (none required here): the idle timeout.
     let server = Server::start(

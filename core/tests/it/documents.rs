@@ -799,3 +799,66 @@ fn databases_over_one_store_share_their_vector_caches() {
     let late = Database::open(Arc::clone(&store)).expect("late");
     assert_eq!((hits(&a), hits(&b), hits(&late)), (1, 1, 1));
 }
+
+/// `write_staged` refuses a document staged twice, writing none of the
+/// batch; and a scope nesting past the limit is refused like a document.
+#[test]
+fn staged_replacements_are_written_once_each() {
+    let db = Database::open(Arc::new(MemoryStore::new())).expect("db");
+    db.create_collection(CollectionConfig::new("c").index("k"))
+        .expect("create");
+    let mut txn = db.begin_write().expect("begin");
+    txn.insert("c", doc! { "_id": 1, "k": 1 }).expect("insert");
+    txn.insert("c", doc! { "_id": 2, "k": 2 }).expect("insert");
+    txn.commit().expect("commit");
+    let mut txn = db.begin_write().expect("begin");
+    let key = |txn: &slate_core::WriteTxn<'_>, id: i32| {
+        let read = txn.collection("c").expect("c");
+        let raw = read
+            .get_by_id(&Part::none(), &Bson::Int32(id))
+            .expect("get")
+            .expect("there");
+        raw.key.into_owned()
+    };
+    let (k1, k2) = (key(&txn, 1), key(&txn, 2));
+    let a = txn
+        .stage_replace("c", &k1, doc! { "_id": 1, "k": 10 })
+        .expect("stage")
+        .expect("there");
+    let b = txn
+        .stage_replace("c", &k2, doc! { "_id": 2, "k": 20 })
+        .expect("stage")
+        .expect("there");
+    let again = txn
+        .stage_replace("c", &k1, doc! { "_id": 1, "k": 11 })
+        .expect("stage")
+        .expect("there");
+    let err = txn.write_staged(vec![a, b, again]).expect_err("staged twice");
+    assert!(err.to_string().contains("staged twice"), "{err}");
+    let mut deep = Bson::Int32(1);
+    for _ in 0..101 {
+        deep = Bson::Document(doc! { "n": deep });
+    }
+    let scoped = bson::JavaScriptCodeWithScope {
+        code: "f()".into(),
+        scope: doc! { "d": deep },
+    };
+    let err = txn
+        .insert("c", doc! { "_id": 3, "code": scoped })
+        .expect_err("nested past the limit in a scope");
+    assert!(err.to_string().contains("nested more than 100"), "{err}");
+    txn.commit().expect("commit");
+    let read = db.read();
+    let c = read.collection("c").expect("c");
+    for (id, k) in [(1, 1), (2, 2)] {
+        let raw = c
+            .get_by_id(&Part::none(), &Bson::Int32(id))
+            .expect("get")
+            .expect("there");
+        assert_eq!(raw.raw().expect("raw").get_i32("k").expect("k"), k, "unchanged");
+    }
+    assert!(c
+        .get_by_id(&Part::none(), &Bson::Int32(3))
+        .expect("get")
+        .is_none());
+}
