@@ -8,6 +8,17 @@ use crate::{Error, Result};
 /// The column family that holds one catalog entry per collection.
 pub const CATALOG_CF: &str = "__catalog";
 
+/// The column family of the database's own metadata: its format version.
+pub const META_CF: &str = "__meta";
+
+/// The on-disk format this build writes and the newest it reads. A database
+/// written before the format was recorded counts as this one (the layout
+/// has not changed since), and is marked at its next open.
+pub const FORMAT: u32 = 1;
+
+/// The key of the format version in [`META_CF`] (a little-endian `u32`).
+pub const FORMAT_KEY: &[u8] = b"format";
+
 /// The column family of collection `name`.
 pub fn collection_cf(name: &str) -> String {
     format!("c.{name}")

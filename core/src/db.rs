@@ -165,6 +165,38 @@ impl std::fmt::Debug for Database {
     }
 }
 
+/// Refuses a store written in a newer format; records this build's format
+/// in one that has none yet.
+fn check_format(store: &dyn Store) -> Result<()> {
+    use crate::catalog::{FORMAT, FORMAT_KEY, META_CF};
+    if !store.list_cfs().iter().any(|c| c == META_CF) {
+        store.create_cf(META_CF)?;
+    }
+    let found = store.snapshot().get(META_CF, FORMAT_KEY)?.map(|b| b.into_owned());
+    match found {
+        Some(bytes) => {
+            let found = <[u8; 4]>::try_from(bytes.as_slice())
+                .map(u32::from_le_bytes)
+                .map_err(|_| Error::Corrupt {
+                    what: format!("format version of {} bytes", bytes.len()),
+                })?;
+            if found > FORMAT {
+                return Err(Error::UnsupportedFormat {
+                    found,
+                    supported: FORMAT,
+                });
+            }
+            Ok(())
+        }
+        None => {
+            let mut txn = begin_write(store)?;
+            txn.put(META_CF, FORMAT_KEY.to_vec(), FORMAT.to_le_bytes().to_vec())?;
+            txn.commit()?;
+            Ok(())
+        }
+    }
+}
+
 impl Database {
     /// Opens the database kept in `store`: reads the catalog and loads every
     /// vector field's cache from its `v:` keys. Databases opened over the
@@ -186,6 +218,7 @@ impl Database {
             }
             store.create_cf(CATALOG_CF)?;
         }
+        check_format(store.as_ref())?;
         let shared = Shared::of(&store);
         let db = Self {
             store: Arc::new(TrackedStore::new(Arc::clone(&store), Arc::clone(&shared.readers))),

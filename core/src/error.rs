@@ -56,6 +56,10 @@ pub enum Error {
     /// An insert whose `_id` is already taken; nothing was written.
     #[error("duplicate _id {id} in collection {collection:?}")]
     DuplicateId { collection: String, id: String },
+    /// A database written by a newer Slate, in a format this build cannot
+    /// read; nothing was written to it.
+    #[error("database format {found} is newer than this build reads (up to {supported}): open it with a newer Slate")]
+    UnsupportedFormat { found: u32, supported: u32 },
     /// A store that is not a Slate database (another program's RocksDB, say):
     /// no Slate data was written to it.
     #[error("not a Slate database: {reason}")]

@@ -142,3 +142,35 @@ fn a_panic_while_publishing_poisons_the_store_without_hanging_readers() {
     txn.put("docs", b"k2".to_vec(), b"v".to_vec()).expect("put");
     assert!(txn.commit().is_err(), "a poisoned store refuses commits");
 }
+
+/// A database records its format; one written by a newer Slate (a higher
+/// format) is refused, left as it was.
+#[test]
+fn a_database_from_a_newer_format_is_refused() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = Arc::new(RocksStore::open(dir.path()).expect("open"));
+        slate_core::Database::open(store.clone() as Arc<dyn Store>).expect("new database");
+        let snap = store.snapshot();
+        let format = snap.get("__meta", b"format").expect("get").expect("recorded");
+        assert_eq!(&*format, &1u32.to_le_bytes()[..]);
+        drop(snap);
+        let mut txn = store.begin_write().expect("txn");
+        txn.put("__meta", b"format".to_vec(), 2u32.to_le_bytes().to_vec())
+            .expect("put");
+        txn.commit().expect("commit");
+    }
+    let store = RocksStore::open(dir.path()).expect("reopen");
+    let err = slate_core::Database::open(Arc::new(store)).expect_err("newer format");
+    assert!(
+        matches!(
+            err,
+            slate_core::Error::UnsupportedFormat {
+                found: 2,
+                supported: 1
+            }
+        ),
+        "{err}"
+    );
+}
