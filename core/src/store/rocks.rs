@@ -182,7 +182,9 @@ impl RocksStore {
         }
     }
 
-    fn write_batch(&self, batch: Batch) -> Result<()> {
+    /// `batch` as RocksDB's write batch; reads (the end of an open range)
+    /// but writes nothing.
+    fn build_batch(&self, batch: &Batch) -> Result<WriteBatch> {
         let mut wb = WriteBatch::default();
         for (cf_name, ops) in &batch.ops {
             let cf = self.cf(cf_name)?;
@@ -209,9 +211,14 @@ impl RocksStore {
                 }
             }
         }
+        Ok(wb)
+    }
+
+    /// Writes `wb`, then frees `batch`: RocksDB has copied every key and
+    /// value, so a large batch's are freed on a rayon thread and the commit
+    /// goes on without waiting for it.
+    fn write_built(&self, wb: WriteBatch, batch: Batch) -> Result<()> {
         self.db.write_opt(wb, &self.write_opts)?;
-        // RocksDB has copied every key and value: a large batch's are freed
-        // on a rayon thread, and the commit goes on without waiting for it.
         if batch.ops.iter().map(|(_, ops)| ops.len()).sum::<usize>() >= BACKGROUND_DROP_OPS {
             rayon::spawn(move || drop(batch));
         }
@@ -294,8 +301,11 @@ impl Store for RocksStore {
         let seq = self.seq.load(Ordering::SeqCst);
         debug_assert!(seq.is_multiple_of(2), "apply without the write lock");
         let version = seq / 2 + 1;
+        // Building the batch reads but writes nothing: its errors (an
+        // unknown column family, a failed read) leave the store as it was.
+        let wb = self.build_batch(&batch)?;
         self.seq.store(seq + 1, Ordering::SeqCst);
-        match self.write_batch(batch) {
+        match self.write_built(wb, batch) {
             Ok(()) => {
                 // Published even if `before_publish` panics (the batch is
                 // written), so that no snapshot waits on an odd sequence
@@ -306,11 +316,8 @@ impl Store for RocksStore {
                 Ok(version)
             }
             Err(e) => {
-                // A validation error (unknown column family) wrote nothing; an
-                // error from RocksDB's write may have reached the disk in part.
-                if matches!(e, Error::Rocks(_)) {
-                    *self.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-                }
+                // RocksDB's write may have reached the disk in part.
+                *self.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
                 self.seq.store(seq, Ordering::SeqCst);
                 Err(e)
             }
