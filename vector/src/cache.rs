@@ -287,6 +287,11 @@ impl VectorCache {
     /// Fails with [`Error::VersionCompacted`] below
     /// [`oldest_version`](Self::oldest_version).
     pub fn view(&self, version: u64) -> Result<CacheView> {
+        // `committed` first: a compaction swaps its generation in before any
+        // commit to it stores `committed`, so the generation read after is
+        // the one that commit wrote to (or newer), never an older one whose
+        // rows lack that commit's changes.
+        let committed = self.committed.load(Ordering::Acquire);
         let generation = self.generation();
         if version < generation.oldest_version {
             return Err(Error::VersionCompacted {
@@ -297,7 +302,6 @@ impl VectorCache {
         // Rows of commits after this one may be published by the time the
         // snapshot is taken; reading at most this version keeps them out, so
         // the view's rows and its count (recorded per commit) agree.
-        let committed = self.committed.load(Ordering::Acquire);
         let version = if committed == UNSET {
             version.min(UNSET - 1)
         } else {
@@ -422,7 +426,13 @@ impl VectorCache {
         let mut state = self.lock_write();
         let old = Arc::clone(&state.generation);
         let snap = old.arena.snapshot();
-        let oldest = min_version_in_use.max(old.oldest_version);
+        // No commit of this cache's after its last: its state at any later
+        // version is its state at the last, which must stay readable (a
+        // floor taken from a store that moved on through other commits can
+        // lie above it).
+        let oldest = min_version_in_use
+            .min(state.last_version.unwrap_or(0))
+            .max(old.oldest_version);
         let keep: Vec<usize> = (0..snap.rows())
             .filter(|&r| {
                 let (born, died) = (snap.born(r), snap.died(r));
@@ -567,6 +577,27 @@ mod tests {
         assert_eq!(cache.retired_fraction(), 0.0);
         assert_eq!(cache.raw_vector_bytes(), 2 * 2 * 4);
         assert_eq!(cache.view(11).expect("view").row_count(), 2);
+    }
+
+    #[test]
+    fn compaction_above_the_last_commit_keeps_it_readable() {
+        // The store moved on (other collections committed) since this
+        // cache's last commit at 3: a floor of 7 must not hide version 3.
+        let cache = cache();
+        for v in 1..=3u64 {
+            let mut w = cache.writer();
+            w.upsert(&[0], &[v as f32, 0.0]).expect("upsert");
+            w.upsert(&[v as u8], &[0.0, v as f32]).expect("upsert");
+            w.commit(v).expect("commit");
+        }
+        cache.compact(7).expect("compact");
+        assert_eq!(cache.oldest_version(), 3);
+        for v in [3, 7, u64::MAX] {
+            let view = cache.view(v).expect("readable");
+            assert_eq!(view.len(), 4, "at {v}");
+            let row = view.row_of(&[0]).expect("id 0");
+            assert_eq!(view.vector(row), Some(&[3.0, 0.0][..]));
+        }
     }
 
     #[test]
