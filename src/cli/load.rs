@@ -138,13 +138,24 @@ pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
             let size = file.metadata().map(|m| m.len()).unwrap_or(0);
             let bar = progress(size, spec.quiet, "parsing");
             for (i, line) in BufReader::new(file).lines().enumerate() {
-                let line = line.map_err(|e| CliError::io(path, e))?;
+                let line = line.map_err(|e| match e.kind() {
+                    std::io::ErrorKind::InvalidData => {
+                        CliError::Input(format!("{} line {}: not UTF-8 text", path.display(), i + 1))
+                    }
+                    _ => CliError::io(path, e),
+                })?;
                 bar.inc(line.len() as u64 + 1);
-                if line.trim().is_empty() {
+                // A byte order mark, as some editors write, is not JSON.
+                let text = if i == 0 {
+                    line.strip_prefix('\u{feff}').unwrap_or(&line)
+                } else {
+                    &line
+                };
+                if text.trim().is_empty() {
                     continue;
                 }
                 docs.push(parse_json_doc(
-                    &line,
+                    text,
                     &format!("{} line {}", path.display(), i + 1),
                 )?);
                 lines.push(i + 1);

@@ -221,7 +221,8 @@ struct FindArgs {
     /// Filter document (relaxed extended JSON).
     #[arg(long, value_name = "JSON")]
     filter: Option<String>,
-    /// Sort by FIELD, ascending, or FIELD:desc; repeatable.
+    /// Sort by FIELD, ascending, or FIELD:desc; repeatable. A field whose
+    /// name holds a colon takes its direction explicitly (a:b:asc).
     #[arg(long = "sort", value_name = "FIELD[:desc]")]
     sort: Vec<String>,
     /// Skip the first N results.
@@ -255,10 +256,13 @@ struct CountArgs {
     partitions: Vec<String>,
 }
 
-fn open(target: &Target) -> Result<Db, CliError> {
+/// Opens the target's database; creates it only when `create` (a load):
+/// a query on a mistyped `--db` fails without writing a database there.
+fn open(target: &Target, create: bool) -> Result<Db, CliError> {
     match (&target.db, target.memory) {
         (_, true) => Ok(Db::memory()),
-        (Some(dir), false) => Ok(Db::open(dir)?),
+        (Some(dir), false) if create => Ok(Db::open(dir)?),
+        (Some(dir), false) => Ok(Db::builder(dir).create_if_missing(false).open()?),
         (None, false) if target.server.is_some() => Err(CliError::Usage(
             "--server works with find, count and search; give --db DIR or --memory".into(),
         )),
@@ -328,8 +332,9 @@ fn load_spec(collection: &str, docs: Option<PathBuf>, extra: &LoadExtra) -> Resu
 
 /// Opens the target and runs the preload, if any.
 fn prepare(target: &Target, preload: &Preload) -> Result<Db, CliError> {
-    let db = open(target)?;
-    if preload.load.is_some() || preload.extra.vectors.is_some() {
+    let loads = preload.load.is_some() || preload.extra.vectors.is_some();
+    let db = open(target, loads)?;
+    if loads {
         load::load(
             &db,
             &load_spec(&target.collection, preload.load.clone(), &preload.extra)?,
@@ -433,8 +438,8 @@ fn find(args: FindArgs) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.explain {
-        writeln!(out, "{}", query.explain()?).map_err(|e| CliError::io(Path::new("<stdout>"), e))?;
-        return Ok(());
+        writeln!(out, "{}", query.explain()?).map_err(stdout_err)?;
+        return out.flush().map_err(stdout_err);
     }
     for doc in query.iter()? {
         print_doc(&mut out, doc.map_err(slate::Error::from)?)?;
@@ -443,14 +448,19 @@ fn find(args: FindArgs) -> Result<(), CliError> {
 }
 
 fn count(args: CountArgs) -> Result<(), CliError> {
-    if let Some(coll) = remote(&args.target, &args.preload, &args.partitions)? {
-        println!("{}", coll.count(parse_filter(&args.filter)?)?);
-        return Ok(());
-    }
-    let db = prepare(&args.target, &args.preload)?;
-    let coll = collection(&db, &args.target, &args.partitions)?;
-    println!("{}", coll.count(parse_filter(&args.filter)?)?);
-    Ok(())
+    let n = match remote(&args.target, &args.preload, &args.partitions)? {
+        Some(coll) => coll.count(parse_filter(&args.filter)?)?,
+        None => {
+            let db = prepare(&args.target, &args.preload)?;
+            let coll = collection(&db, &args.target, &args.partitions)?;
+            coll.count(parse_filter(&args.filter)?)?
+        }
+    };
+    // A closed stdout is an error to report, not a panic (as `println!` has).
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{n}")
+        .and_then(|()| out.flush())
+        .map_err(stdout_err)
 }
 
 fn split_fields(p: &Option<String>) -> Option<Vec<String>> {
@@ -532,7 +542,7 @@ fn serve(args: ServeArgs) -> Result<(), CliError> {
 pub fn run() -> i32 {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Load(args) => open(&args.target).and_then(|db| {
+        Command::Load(args) => open(&args.target, true).and_then(|db| {
             let spec = load_spec(&args.target.collection, args.docs.clone(), &args.extra)?;
             load::load(&db, &spec)
         }),

@@ -28,7 +28,9 @@ fn hit_json(hit: &SearchHit) -> Value {
     obj.insert("_id".into(), hit.id.clone().into_relaxed_extjson());
     obj.insert("distance".into(), json!(hit.distance));
     for (k, v) in &hit.doc {
-        if k != "_id" {
+        // `_id` and `distance` are the hit's own (a projected field of
+        // either name does not replace them).
+        if k != "_id" && k != "distance" {
             obj.insert(k.clone(), v.clone().into_relaxed_extjson());
         }
     }

@@ -334,6 +334,38 @@ fn a_bad_line_writes_nothing() {
 }
 
 #[test]
+fn text_the_loader_cannot_read_is_named_and_a_query_creates_no_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    // A query on a --db that holds no database fails and leaves none there.
+    let missing = dir.path().join("typo");
+    fails(&["count", "--db", s(&missing), "--collection", "c"]);
+    fails(&["find", "--db", s(&missing), "--collection", "c"]);
+    assert!(!missing.exists(), "a query created {missing:?}");
+    // A byte order mark before the first document is not part of it.
+    let bom = dir.path().join("bom.jsonl");
+    std::fs::write(&bom, "\u{feff}{\"_id\": 1}\n{\"_id\": 2}\n").expect("write");
+    ok(&[
+        "load",
+        "--db",
+        s(&db),
+        "--collection",
+        "b",
+        "--docs",
+        s(&bom),
+        "--quiet",
+    ]);
+    assert_eq!(ok(&["count", "--db", s(&db), "--collection", "b"]).trim(), "2");
+    // A line that is not UTF-8 is named, and nothing is written.
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, b"{\"_id\": 1}\n{\"_id\": \"\xff\"}\n").expect("write");
+    let err = fails(&["load", "--db", s(&db), "--collection", "u", "--docs", s(&bad)]);
+    assert!(err.contains("line 2") && err.contains("UTF-8"), "{err}");
+    let err = fails(&["count", "--db", s(&db), "--collection", "u"]);
+    assert!(err.contains("unknown collection"), "{err}");
+}
+
+#[test]
 fn a_document_that_cannot_be_inserted_names_its_line() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");

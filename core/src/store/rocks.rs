@@ -76,6 +76,14 @@ impl RocksStoreBuilder {
         db_opts.create_missing_column_families(true);
         db_opts.set_max_background_jobs(2);
 
+        // RocksDB makes the directory and its LOCK file before it finds
+        // no database there: without `create_if_missing`, nothing is written.
+        if !self.create_if_missing && !self.path.join("CURRENT").exists() {
+            return Err(Error::Io {
+                path: self.path.display().to_string(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no database here"),
+            });
+        }
         let existing = if self.path.join("CURRENT").exists() {
             Db::list_cf(&db_opts, &self.path)?
         } else {

@@ -41,6 +41,10 @@ fn open_without_create_if_missing_fails_on_an_empty_directory() {
         .create_if_missing(false)
         .open();
     assert!(result.is_err(), "opened a database that does not exist");
+    assert!(
+        !dir.path().join("absent").exists(),
+        "wrote where there was no database"
+    );
 }
 
 #[test]
