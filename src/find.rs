@@ -32,7 +32,9 @@ impl<'c> Find<'c> {
         }
     }
 
-    /// Adds a sort field: `"field"` ascending or `"field:desc"`. Default: key order.
+    /// Adds a sort field: `"field"` ascending or `"field:desc"`. Without one,
+    /// the order is the plan's (key order of a scan, or of the index it reads,
+    /// partition by partition in the order named): sort for a stable page.
     pub fn sort(mut self, spec: impl Into<String>) -> Self {
         self.sort.push(spec.into());
         self
@@ -139,7 +141,14 @@ impl<'c> Find<'c> {
     }
 
     /// Counts the matches (after skip and limit) without materialising them.
-    pub fn count(self) -> Result<u64> {
+    /// A bad filter, sort or projection fails as it would fail a run.
+    pub fn count(mut self) -> Result<u64> {
+        let spec = self.spec(false)?;
+        slate_query::check_projection(spec.projection.as_deref())?;
+        // Neither order nor projection changes a count: dropped, so that a
+        // sorted count does not hold every match to sort it.
+        self.sort.clear();
+        self.projection = None;
         let unfiltered = self.filter.is_empty() && self.skip == 0 && self.limit.is_none();
         if unfiltered {
             let txn = self.coll.db.inner.read();

@@ -994,6 +994,30 @@ fn in_takes_dbrefs_as_values() {
 }
 
 #[test]
+fn count_checks_what_a_run_checks_and_ignores_order() {
+    let t = crate::memory();
+    let coll =
+        t.db.create_collection(CollectionConfig::new("c"))
+            .expect("create");
+    coll.insert_many((0..10).map(|i| doc! { "_id": i, "n": 10 - i }))
+        .expect("insert");
+    let count = |f: slate::Find<'_>| f.count();
+    assert!(count(coll.find(doc! {}).sort("n:up")).is_err(), "a bad sort");
+    assert!(
+        count(coll.find(doc! {}).project(["$x"])).is_err(),
+        "a bad projection"
+    );
+    let page = count(
+        coll.find(doc! { "n": { "$gt": 2 } })
+            .sort("n:desc")
+            .skip(3)
+            .limit(2),
+    );
+    assert_eq!(page.expect("count"), 2);
+    assert_eq!(count(coll.find(doc! {}).sort("n").skip(8)).expect("count"), 2);
+}
+
+#[test]
 fn explain_shows_the_largest_skip_without_overflowing() {
     let t = crate::memory();
     let coll =

@@ -1243,6 +1243,11 @@ impl<'t, T> Cursor<'t, T> {
     /// Counts the matching documents without materialising any (skip and
     /// limit applied).
     pub fn count(mut self) -> Result<u64> {
+        // An error met while filling, waiting behind the queued results,
+        // fails the count (iterating would have reached it).
+        if let Some(e) = self.pending.take() {
+            return Err(e);
+        }
         self.counted = self.out.len() as u64;
         self.out.clear();
         self.counting = true;
