@@ -213,10 +213,18 @@ pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
     } else {
         let have = db.collection(&spec.collection)?.config()?;
         if let Some(field) = &spec.vector_field {
-            if have.vector_field(field).is_none() {
+            let Some(vf) = have.vector_field(field) else {
                 return Err(CliError::Usage(format!(
                     "collection {:?} exists without vector field {field:?}",
                     spec.collection
+                )));
+            };
+            // Vectors of another size: said so up front, not as the first
+            // document's failure.
+            if let Some(v) = vectors.as_ref().filter(|v| v.dim != vf.dim) {
+                return Err(CliError::Usage(format!(
+                    "collection {:?} holds {}-dimensional vectors in {field:?}; these are {}-dimensional",
+                    spec.collection, vf.dim, v.dim
                 )));
             }
         }

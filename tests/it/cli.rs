@@ -474,6 +474,27 @@ fn vector_codes_prune_a_gather_and_change_no_hit() {
         }
         ok(&args);
     }
+    // Vectors of another size into the same field: refused before any insert.
+    let wider = dir.path().join("w.f32");
+    std::fs::write(&wider, vec![0u8; n * (dim + 1) * 4]).expect("write");
+    let dim1 = (dim + 1).to_string();
+    let err = fails(&[
+        "load",
+        "--db",
+        s(&db),
+        "--collection",
+        "plain",
+        "--docs",
+        s(&docs),
+        "--vectors",
+        s(&wider),
+        "--vector-field",
+        "v",
+        "--dim",
+        &dim1,
+        "--quiet",
+    ]);
+    assert!(err.contains(&format!("holds {dim}-dimensional vectors")), "{err}");
     let search = |collection: &str, explain: bool| {
         let mut args = vec![
             "search",
