@@ -55,6 +55,8 @@ impl std::fmt::Debug for WriteTxn<'_> {
 /// written: the new document and the stored one it replaces.
 pub struct StagedReplace {
     collection: String,
+    /// The collection's indexes when staged: the entries below are theirs.
+    indexes: Vec<String>,
     new: Prepared,
     old: Prepared,
 }
@@ -731,9 +733,20 @@ impl<'db> WriteTxn<'db> {
                     reason: "staged twice for one write".into(),
                 });
             }
+            // Its index entries were worked out for the indexes then.
+            if self.config(&s.collection)?.indexes != s.indexes {
+                return Err(Error::InvalidDocument {
+                    collection: s.collection.clone(),
+                    id: show(&s.new.id),
+                    reason: "the collection's indexes changed since it was staged: stage it again".into(),
+                });
+            }
         }
         let n = staged.len() as u64;
-        for StagedReplace { collection, new, old } in staged {
+        for StagedReplace {
+            collection, new, old, ..
+        } in staged
+        {
             let config = self.config(&collection)?;
             self.write(&config, new, Some(&old))?;
         }
@@ -800,6 +813,7 @@ impl<'db> WriteTxn<'db> {
         }
         Ok(Some(StagedReplace {
             collection: config.name.clone(),
+            indexes: config.indexes.clone(),
             new: p,
             old,
         }))

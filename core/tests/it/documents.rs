@@ -835,6 +835,15 @@ fn staged_replacements_are_written_once_each() {
         .expect("there");
     let err = txn.write_staged(vec![a, b, again]).expect_err("staged twice");
     assert!(err.to_string().contains("staged twice"), "{err}");
+    // An index created between staging and writing: the staged entries are
+    // not that index's, so the write is refused.
+    let c = txn
+        .stage_replace("c", &k1, doc! { "_id": 1, "k": 10, "j": 1 })
+        .expect("stage")
+        .expect("there");
+    txn.create_index("c", "j").expect("index");
+    let err = txn.write_staged(vec![c]).expect_err("indexes changed");
+    assert!(err.to_string().contains("indexes changed"), "{err}");
     let mut deep = Bson::Int32(1);
     for _ in 0..101 {
         deep = Bson::Document(doc! { "n": deep });
