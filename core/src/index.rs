@@ -64,11 +64,21 @@ pub(crate) fn is_multikey_at(doc: &RawDocument, path: &FieldPath) -> bool {
 
 /// Checks that the collection's index and count keys agree with its documents:
 /// every document has exactly its index entries, every entry points at a
-/// document that has it, and each partition's count is its number of documents.
-/// Returns the problems found (empty when sound). For tests and `slate check`.
+/// document that has it, each partition's count is its number of documents,
+/// an indexed field any document holds several values of is marked multikey
+/// (a marker may outlive the documents that needed it; it only costs the
+/// planner an intersection), no field without an index is marked, and every
+/// stored vector has its document. Returns the problems found (empty when
+/// sound). For tests.
 pub fn check_integrity(snap: &dyn Snapshot, config: &CollectionConfig) -> Result<Vec<String>> {
     let cf = collection_cf(&config.name);
     let all = all_keys(snap, &cf)?;
+    let paths = config
+        .indexes
+        .iter()
+        .map(|field| index_path(field))
+        .collect::<Result<Vec<_>>>()?;
+    let mut multikey = BTreeSet::new();
     let mut expected_index = BTreeSet::new();
     let mut counts: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
     let mut problems = Vec::new();
@@ -76,12 +86,20 @@ pub fn check_integrity(snap: &dyn Snapshot, config: &CollectionConfig) -> Result
     let mut stored_counts = std::collections::BTreeMap::new();
     for (key, value) in &all {
         if key.starts_with(b"m:") {
+            let exact_ids = keys::exact_ids_key();
+            let marked = config.indexes.iter().any(|f| keys::multikey_key(f) == *key);
+            if *key != exact_ids && !marked {
+                problems.push(format!("marker of no index {}", crate::KeyDisplay(key)));
+            }
             continue;
         }
         if let Ok((part, id)) = split_doc_key(config, key) {
             let doc = RawDocument::from_bytes(value).map_err(|e| Error::Corrupt { what: e.to_string() })?;
-            for field in &config.indexes {
+            for (field, path) in config.indexes.iter().zip(&paths) {
                 expected_index.extend(entries(part, field, id, doc)?);
+                if is_multikey_at(doc, path) {
+                    multikey.insert(field);
+                }
             }
             *counts.entry(part.to_vec()).or_default() += 1;
             continue;
@@ -109,8 +127,24 @@ pub fn check_integrity(snap: &dyn Snapshot, config: &CollectionConfig) -> Result
             Some(b"n:") => {
                 stored_counts.insert(key[..plen].to_vec(), crate::read::read_count(Some(value))?);
             }
-            Some(b"v:") => {}
+            Some(b"v:") => {
+                // `{P}v:{field}\0{id}`: its document is `{P}d:{id}`.
+                let rest = &key[plen + 2..];
+                let has_doc = rest.iter().position(|&b| b == 0).is_some_and(|at| {
+                    let doc_key = keys::doc_key(&key[..plen], &rest[at + 1..]);
+                    all.binary_search_by(|(k, _)| k.as_slice().cmp(&doc_key)).is_ok()
+                });
+                if !has_doc {
+                    problems.push(format!("vector without its document {}", crate::KeyDisplay(key)));
+                }
+            }
             _ => problems.push(format!("unexpected key {}", crate::KeyDisplay(key))),
+        }
+    }
+    for field in multikey {
+        let marker = keys::multikey_key(field);
+        if all.binary_search_by(|(k, _)| k.as_slice().cmp(&marker)).is_err() {
+            problems.push(format!("index {field:?} holds arrays but is not marked multikey"));
         }
     }
     for missing in expected_index.difference(&actual_index) {
