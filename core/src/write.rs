@@ -67,6 +67,22 @@ impl std::fmt::Debug for StagedReplace {
     }
 }
 
+/// The partition, encoded id and `_id` of a replacement of the document
+/// under `doc_key` by `doc`: the `_id` as `doc` gives it when it is the same
+/// id (1i32 and 1i64 are), keeping the caller's exact type.
+fn replacement_id<'k>(
+    config: &CollectionConfig,
+    doc_key: &'k [u8],
+    doc: &Document,
+) -> Result<(&'k [u8], &'k [u8], Bson)> {
+    let (part, id_enc, id) = decode_doc_key(config, doc_key)?;
+    let id = match doc.get("_id") {
+        Some(given) if encode_id(given).ok().as_deref() == Some(id_enc) => given.clone(),
+        _ => id,
+    };
+    Ok((part, id_enc, id))
+}
+
 /// The paths of `config`'s indexes, in its order.
 fn index_paths(config: &CollectionConfig) -> Result<Vec<FieldPath>> {
     config.indexes.iter().map(|field| index_path(field)).collect()
@@ -691,10 +707,9 @@ impl<'db> WriteTxn<'db> {
 
     /// Replaces the document stored under `doc_key` (as found by a query).
     pub fn replace_key(&mut self, collection: &str, doc_key: &[u8], doc: Document) -> Result<bool> {
-        match self.stage_replace(collection, doc_key, doc)? {
-            Some(staged) => Ok(self.write_staged(vec![staged])? == 1),
-            None => Ok(false),
-        }
+        let config = self.config(collection)?;
+        let (part, id_enc, id) = replacement_id(&config, doc_key, &doc)?;
+        self.replace_encoded(&config, part, id_enc, &id, doc)
     }
 
     /// Checks and encodes the replacement of the document stored under
@@ -711,12 +726,7 @@ impl<'db> WriteTxn<'db> {
         doc: Document,
     ) -> Result<Option<StagedReplace>> {
         let config = self.config(collection)?;
-        let (part, id_enc, id) = decode_doc_key(&config, doc_key)?;
-        let id = match doc.get("_id") {
-            // Keep the caller's exact type (1i32 and 1i64 are the same id).
-            Some(given) if encode_id(given).ok().as_deref() == Some(id_enc) => given.clone(),
-            _ => id,
-        };
+        let (part, id_enc, id) = replacement_id(&config, doc_key, &doc)?;
         self.prepare_replace(&config, part, id_enc, &id, doc)
     }
 
@@ -724,6 +734,9 @@ impl<'db> WriteTxn<'db> {
     /// returns how many. A document staged twice fails the call, writing
     /// none of them.
     pub fn write_staged(&mut self, staged: Vec<StagedReplace>) -> Result<u64> {
+        // Staged replacements mostly come from one collection: its
+        // configuration is looked up once a run, not once a document.
+        let mut config: Option<CollectionConfig> = None;
         let mut seen = std::collections::HashSet::with_capacity(staged.len());
         for s in &staged {
             if !seen.insert((s.collection.as_str(), s.new.doc_key.as_slice())) {
@@ -733,8 +746,11 @@ impl<'db> WriteTxn<'db> {
                     reason: "staged twice for one write".into(),
                 });
             }
+            if config.as_ref().is_none_or(|c| c.name != s.collection) {
+                config = Some(self.config(&s.collection)?);
+            }
             // Its index entries were worked out for the indexes then.
-            if self.config(&s.collection)?.indexes != s.indexes {
+            if config.as_ref().is_some_and(|c| c.indexes != s.indexes) {
                 return Err(Error::InvalidDocument {
                     collection: s.collection.clone(),
                     id: show(&s.new.id),
@@ -747,8 +763,12 @@ impl<'db> WriteTxn<'db> {
             collection, new, old, ..
         } in staged
         {
-            let config = self.config(&collection)?;
-            self.write(&config, new, Some(&old))?;
+            let current = match config.take() {
+                Some(c) if c.name == collection => c,
+                _ => self.config(&collection)?,
+            };
+            self.write(&current, new, Some(&old))?;
+            config = Some(current);
         }
         Ok(n)
     }
@@ -939,7 +959,7 @@ impl<'db> WriteTxn<'db> {
         }
         let db = self.db;
         let ops = std::mem::take(&mut self.vector_ops);
-        let version = db.catalog.commit(self.catalog_changed, || {
+        let version = db.shared.catalog.commit(self.catalog_changed, || {
             self.txn.commit_with(|version| db.apply_vector_ops(&ops, version))
         })?;
         if !ops.is_empty() {
