@@ -237,7 +237,7 @@ fn scan<'a>(b: &'a [u8], name: &[u8]) -> Scan<'a> {
             return Scan::Missing;
         };
         let key = &b[at + 1..at + 1 + key_len];
-        if !key.is_ascii() && std::str::from_utf8(key).is_err() {
+        if super::utf8(key).is_none() {
             return Scan::Missing;
         }
         let Some(kind) = T::from(b[at]) else {
