@@ -78,13 +78,14 @@ impl RocksStoreBuilder {
 
         // RocksDB makes the directory and its LOCK file before it finds
         // no database there: without `create_if_missing`, nothing is written.
-        if !self.create_if_missing && !self.path.join("CURRENT").exists() {
+        let exists = self.path.join("CURRENT").exists();
+        if !self.create_if_missing && !exists {
             return Err(Error::Io {
                 path: self.path.display().to_string(),
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "no database here"),
             });
         }
-        let existing = if self.path.join("CURRENT").exists() {
+        let existing = if exists {
             Db::list_cf(&db_opts, &self.path)?
         } else {
             Vec::new()
