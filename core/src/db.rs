@@ -22,15 +22,8 @@ pub struct Database {
     pub(crate) store: Arc<dyn Store>,
     /// The store as given (its snapshots are not registered).
     pub(crate) untracked: Arc<dyn Store>,
-    /// Versions that live snapshots read at: vector compaction keeps them.
-    pub(crate) readers: Arc<Readers>,
-    /// Vector caches per collection. Changed only under the store's write lock.
-    pub(crate) vectors: Arc<VectorSets>,
-    /// Collection configurations known to be current at a catalog
-    /// generation.
-    pub(crate) catalog: Arc<CatalogMemo>,
-    /// What every `Database` over the same store shares: the three above.
-    _shared: Arc<Shared>,
+    /// What every `Database` over the same store shares.
+    pub(crate) shared: Arc<Shared>,
 }
 
 /// The vector caches of a database's collections, by collection name.
@@ -40,10 +33,14 @@ pub(crate) type VectorSets = RwLock<BTreeMap<String, Arc<VectorSet>>>;
 /// sees the others' writes: the catalog memo, the live readers (the vector
 /// compaction floor) and the vector caches, loaded once.
 #[derive(Debug, Default)]
-struct Shared {
-    catalog: Arc<CatalogMemo>,
-    readers: Arc<Readers>,
-    vectors: Arc<VectorSets>,
+pub(crate) struct Shared {
+    /// Collection configurations known to be current at a catalog
+    /// generation.
+    pub(crate) catalog: CatalogMemo,
+    /// Versions that live snapshots read at: vector compaction keeps them.
+    pub(crate) readers: Arc<Readers>,
+    /// Vector caches per collection. Changed only under the store's write lock.
+    pub(crate) vectors: VectorSets,
     /// Whether `vectors` has been loaded from the store.
     loaded: Mutex<bool>,
 }
@@ -223,10 +220,7 @@ impl Database {
         let db = Self {
             store: Arc::new(TrackedStore::new(Arc::clone(&store), Arc::clone(&shared.readers))),
             untracked: store,
-            readers: Arc::clone(&shared.readers),
-            vectors: Arc::clone(&shared.vectors),
-            catalog: Arc::clone(&shared.catalog),
-            _shared: Arc::clone(&shared),
+            shared: Arc::clone(&shared),
         };
         // Loaded once per store: another `Database` over it has them already
         // (and keeps them current).
@@ -245,7 +239,7 @@ impl Database {
             vectors.insert(name, Arc::new(set));
         }
         drop(snap);
-        *db.vectors.write().unwrap_or_else(|e| e.into_inner()) = vectors;
+        *db.shared.vectors.write().unwrap_or_else(|e| e.into_inner()) = vectors;
         *loaded = true;
         drop(loaded);
         Ok(db)
@@ -272,7 +266,7 @@ impl Database {
             }
         }
         if gone {
-            self.catalog.commit(true, || txn.commit())?;
+            self.shared.catalog.commit(true, || txn.commit())?;
         }
         Ok(())
     }
@@ -304,9 +298,10 @@ impl Database {
         txn.put(&cf, crate::keys::exact_ids_key(), Vec::new())?;
         let set = Arc::new(VectorSet::new(&config));
         let name = config.name.clone();
-        self.catalog.commit(true, || {
+        self.shared.catalog.commit(true, || {
             txn.commit_with(|_| {
-                self.vectors
+                self.shared
+                    .vectors
                     .write()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(name.clone(), set.clone());
@@ -324,9 +319,10 @@ impl Database {
             });
         }
         txn.delete(CATALOG_CF, name.as_bytes())?;
-        let (_, _writer) = self.catalog.commit(true, || {
+        let (_, _writer) = self.shared.catalog.commit(true, || {
             txn.commit_holding(|_| {
-                self.vectors
+                self.shared
+                    .vectors
                     .write()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(name);
@@ -374,7 +370,8 @@ impl Database {
     }
 
     pub(crate) fn vector_set(&self, name: &str) -> Option<Arc<VectorSet>> {
-        self.vectors
+        self.shared
+            .vectors
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(name)

@@ -64,7 +64,7 @@ impl std::fmt::Debug for ReadTxn<'_> {
 
 impl<'db> ReadTxn<'db> {
     pub(crate) fn new(db: &'db Database) -> Self {
-        let (snap, catalog_gen) = db.catalog.snapshot(|| db.store.snapshot());
+        let (snap, catalog_gen) = db.shared.catalog.snapshot(|| db.store.snapshot());
         Self {
             db,
             snap,
@@ -77,7 +77,7 @@ impl<'db> ReadTxn<'db> {
     /// with the vector compaction floor and its collections carry no vector
     /// caches (stored vectors are still read from their keys).
     pub(crate) fn documents_only(db: &'db Database) -> Self {
-        let (snap, catalog_gen) = db.catalog.snapshot(|| db.untracked.snapshot());
+        let (snap, catalog_gen) = db.shared.catalog.snapshot(|| db.untracked.snapshot());
         Self {
             db,
             snap,
@@ -100,6 +100,7 @@ impl<'db> ReadTxn<'db> {
     pub fn config(&self, name: &str) -> Result<CollectionConfig> {
         let (config, _) = self
             .db
+            .shared
             .catalog
             .collection(self.snap.as_ref(), name, self.catalog_gen)?;
         Ok(CollectionConfig::clone(&*config))
@@ -110,6 +111,7 @@ impl<'db> ReadTxn<'db> {
     pub fn collection(&self, name: &str) -> Result<CollectionRead<'db>> {
         let (config, cf) = self
             .db
+            .shared
             .catalog
             .collection(self.snap.as_ref(), name, self.catalog_gen)?;
         // No lock or map lookup for a collection without vector fields.

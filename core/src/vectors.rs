@@ -216,7 +216,7 @@ impl Database {
                 continue;
             }
             let _writer = self.store.write_lock();
-            let floor = self.readers.floor(self.untracked.as_ref());
+            let floor = self.shared.readers.floor(self.untracked.as_ref());
             if last.floor.is_some_and(|f| floor <= f) {
                 continue;
             }
