@@ -93,9 +93,9 @@ impl ServerConfig {
     }
 
     /// Closes a connection that sends nothing for `timeout` (mid-frame
-    /// included). Default: never.
+    /// included; zero: never). Default: never.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
-        self.idle_timeout = Some(timeout).filter(|t| !t.is_zero());
+        self.idle_timeout = Some(timeout);
         self
     }
 
