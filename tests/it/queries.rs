@@ -970,17 +970,20 @@ fn big_collection(t: &TestDb) -> (Collection, Vec<Document>) {
     (coll, docs)
 }
 
+/// Collection `c` of a fresh in-memory database, holding `docs`.
+fn scratch(docs: impl IntoIterator<Item = Document>) -> Collection {
+    let db = slate::Db::memory();
+    let coll = db.create_collection(CollectionConfig::new("c")).expect("create");
+    coll.insert_many(docs).expect("insert");
+    coll
+}
+
 #[test]
 fn in_takes_dbrefs_as_values() {
-    let t = crate::memory();
-    let coll =
-        t.db.create_collection(CollectionConfig::new("c"))
-            .expect("create");
-    coll.insert_many(vec![
+    let coll = scratch(vec![
         doc! { "_id": 1, "r": { "$ref": "c", "$id": 1 } },
         doc! { "_id": 2, "r": { "$ref": "c", "$id": 2 } },
-    ])
-    .expect("insert");
+    ]);
     let found = coll
         .find(doc! { "r": { "$in": [{ "$ref": "c", "$id": 2 }] } })
         .run()
@@ -995,12 +998,7 @@ fn in_takes_dbrefs_as_values() {
 
 #[test]
 fn count_checks_what_a_run_checks_and_ignores_order() {
-    let t = crate::memory();
-    let coll =
-        t.db.create_collection(CollectionConfig::new("c"))
-            .expect("create");
-    coll.insert_many((0..10).map(|i| doc! { "_id": i, "n": 10 - i }))
-        .expect("insert");
+    let coll = scratch((0..10).map(|i| doc! { "_id": i, "n": 10 - i }));
     let count = |f: slate::Find<'_>| f.count();
     assert!(count(coll.find(doc! {}).sort("n:up")).is_err(), "a bad sort");
     assert!(
@@ -1019,11 +1017,7 @@ fn count_checks_what_a_run_checks_and_ignores_order() {
 
 #[test]
 fn explain_shows_the_largest_skip_without_overflowing() {
-    let t = crate::memory();
-    let coll =
-        t.db.create_collection(CollectionConfig::new("c"))
-            .expect("create");
-    coll.insert_one(doc! { "_id": 1, "a": 1 }).expect("insert");
+    let coll = scratch([doc! { "_id": 1, "a": 1 }]);
     let plan = coll
         .find(doc! {})
         .sort("a")
