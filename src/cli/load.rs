@@ -111,7 +111,8 @@ pub struct LoadSpec {
     pub vectors: Option<PathBuf>,
     pub vector_field: Option<String>,
     pub dim: Option<usize>,
-    pub metric: Metric,
+    /// `--metric`, if given (l2 when the field is created without it).
+    pub metric: Option<Metric>,
     /// Row codes for the vector field (`--vector-codes`).
     pub codes: bool,
     pub quiet: bool,
@@ -197,8 +198,9 @@ pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
     let existing = db.list_collections()?.contains(&spec.collection);
     let mut config = CollectionConfig::new(&spec.collection);
     if let (Some(field), Some(v)) = (&spec.vector_field, &vectors) {
-        config = config
-            .vector_field_config(VectorField::new(field.clone(), v.dim, spec.metric).with_codes(spec.codes));
+        config = config.vector_field_config(
+            VectorField::new(field.clone(), v.dim, spec.metric.unwrap_or(Metric::L2)).with_codes(spec.codes),
+        );
     }
     let n = docs.len();
     let bar = progress(n as u64, spec.quiet, "inserting");
@@ -225,6 +227,20 @@ pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
                 return Err(CliError::Usage(format!(
                     "collection {:?} holds {}-dimensional vectors in {field:?}; these are {}-dimensional",
                     spec.collection, vf.dim, v.dim
+                )));
+            }
+            // Settings fixed when the field was created: a load that asks
+            // for others is refused rather than silently given the field's.
+            if let Some(metric) = spec.metric.filter(|&m| m != vf.metric) {
+                return Err(CliError::Usage(format!(
+                    "collection {:?} compares {field:?} by {}, not {metric} (--metric is set when a collection is created)",
+                    spec.collection, vf.metric
+                )));
+            }
+            if spec.codes && !vf.codes {
+                return Err(CliError::Usage(format!(
+                    "collection {:?} keeps no codes for {field:?} (--vector-codes is set when a collection is created)",
+                    spec.collection
                 )));
             }
         }

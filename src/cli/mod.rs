@@ -189,9 +189,10 @@ struct LoadExtra {
     /// Vector dimension (required for raw f32; checked for .fvecs).
     #[arg(long, value_name = "N")]
     dim: Option<usize>,
-    /// Distance metric: l2 (squared Euclidean), cosine or dot.
-    #[arg(long, default_value = "l2")]
-    metric: String,
+    /// Distance metric: l2 (squared Euclidean), cosine or dot [default: l2;
+    /// into an existing field, the field's own, and refused if it differs].
+    #[arg(long)]
+    metric: Option<String>,
     /// Keep an 8-bit code of every vector in memory (a quarter more at dim
     /// 384) so that selective filtered searches read fewer vectors; set
     /// when the collection is created.
@@ -313,10 +314,14 @@ fn remote(
 }
 
 fn load_spec(collection: &str, docs: Option<PathBuf>, extra: &LoadExtra) -> Result<load::LoadSpec, CliError> {
-    let metric: Metric = extra
+    let metric = extra
         .metric
-        .parse()
-        .map_err(|e| CliError::Usage(format!("--metric {:?}: {e}", extra.metric)))?;
+        .as_deref()
+        .map(|m| {
+            m.parse::<Metric>()
+                .map_err(|e| CliError::Usage(format!("--metric {m:?}: {e}")))
+        })
+        .transpose()?;
     Ok(load::LoadSpec {
         collection: collection.to_owned(),
         docs,

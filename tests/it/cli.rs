@@ -495,6 +495,33 @@ fn vector_codes_prune_a_gather_and_change_no_hit() {
         "--quiet",
     ]);
     assert!(err.contains(&format!("holds {dim}-dimensional vectors")), "{err}");
+    // Another metric, or codes the field does not keep: refused too, naming
+    // the field's own setting.
+    let refused: [(&[&str], &str); 2] = [
+        (&["--metric", "cosine"], "compares \"v\" by l2, not cosine"),
+        (&["--vector-codes"], "keeps no codes"),
+    ];
+    for (extra, want) in refused {
+        let mut args = vec![
+            "load",
+            "--db",
+            s(&db),
+            "--collection",
+            "plain",
+            "--docs",
+            s(&docs),
+            "--vectors",
+            s(&vectors),
+            "--vector-field",
+            "v",
+            "--dim",
+            &dim_s,
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let err = fails(&args);
+        assert!(err.contains(want), "{err}");
+    }
     let search = |collection: &str, explain: bool| {
         let mut args = vec![
             "search",
