@@ -286,6 +286,11 @@ impl Collection {
             if let Some(key) = self.scoped_key()? {
                 if !filter.contains_key(&key) {
                     filter.insert(key, value.clone());
+                } else if slate_query::equality_seed(&filter)?.get(&key).is_none() {
+                    // The key under an operator (`{$in: [..]}`): the
+                    // partition's value joins as an equality the inserted
+                    // document takes, matching nothing more in the partition.
+                    filter = bson::doc! { "$and": [filter, { key: value.clone() }] };
                 }
             }
         }

@@ -36,11 +36,11 @@ fn parse_filter(filter: &Document) -> Result<Option<Filter>> {
 
 /// The document a replacement upsert inserts: without an `_id` of its own it
 /// takes the filter's `_id` equality, if any (as in MongoDB).
-fn with_filter_id(filter: &Document, doc: Document) -> Document {
+fn with_filter_id(filter: &Document, doc: Document) -> Result<Document> {
     if doc.contains_key("_id") {
-        return doc;
+        return Ok(doc);
     }
-    match slate_query::equality_seed(filter).remove("_id") {
+    Ok(match slate_query::equality_seed(filter)?.remove("_id") {
         Some(id) => {
             let mut out = Document::new();
             out.insert("_id", id);
@@ -48,7 +48,7 @@ fn with_filter_id(filter: &Document, doc: Document) -> Document {
             out
         }
         None => doc,
-    }
+    })
 }
 
 impl<'db> Transaction<'db> {
@@ -136,7 +136,7 @@ impl<'db> Transaction<'db> {
         }
         result.modified = self.inner.write_staged(staged)?;
         if keys.is_empty() && upsert {
-            let seed = slate_query::equality_seed(filter);
+            let seed = slate_query::equality_seed(filter)?;
             let doc = update.apply(&seed)?;
             result.upserted_id = Some(self.inner.insert_within(collection, Some(parts), doc)?);
         }
@@ -161,7 +161,7 @@ impl<'db> Transaction<'db> {
         };
         let Some(key) = keys.first() else {
             if upsert {
-                let doc = with_filter_id(filter, doc);
+                let doc = with_filter_id(filter, doc)?;
                 result.upserted_id = Some(self.inner.insert_within(collection, Some(parts), doc)?);
             }
             return Ok(result);

@@ -101,13 +101,7 @@ impl Update {
                         op: op_name.to_owned(),
                     });
                 }
-                if path.is_empty() || path.split('.').any(str::is_empty) {
-                    return Err(UpdateError::BadValue {
-                        op: op_name.to_owned(),
-                        path: path.clone(),
-                        reason: "empty path component".into(),
-                    });
-                }
+                check_path(op_name, path)?;
                 let action = match op_name {
                     "$set" => Action::Set(value.clone()),
                     "$unset" => Action::Unset,
@@ -186,7 +180,13 @@ fn pull_condition(path: &str, value: &Bson) -> Result<PullCond, UpdateError> {
         reason,
     };
     match value {
-        Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+        // A condition on the element itself (`{$gte: 6}`), not a query on
+        // document elements (`{a: 1}`, `{$or: [..]}`).
+        Bson::Document(d)
+            if d.keys()
+                .next()
+                .is_some_and(|k| k.starts_with('$') && !matches!(k.as_str(), "$and" | "$or" | "$nor")) =>
+        {
             // A condition on the element itself: wrap it as {v: cond}.
             let f =
                 Filter::parse(&doc! { "v": Bson::Document(d.clone()) }).map_err(|e| bad(e.to_string()))?;
@@ -206,37 +206,174 @@ fn pull_condition(path: &str, value: &Bson) -> Result<PullCond, UpdateError> {
     }
 }
 
-/// Walks to the parent document of `path`'s last component, creating
-/// documents when `create` (for `$set`, `$inc`, `$push`).
-fn parent_mut<'d>(
+/// Refuses a path an update cannot follow: empty components, `$` components
+/// (positional operators, which Slate does not support, or field names no
+/// filter could name), and more components than a stored document may nest
+/// ([`MAX_NESTING`](slate_core::value::MAX_NESTING)), found before anything
+/// builds (and recursively compares) a document that deep.
+fn check_path(op: &str, path: &str) -> Result<(), UpdateError> {
+    let bad = |reason: String| UpdateError::BadValue {
+        op: op.to_owned(),
+        path: path.to_owned(),
+        reason,
+    };
+    let mut components = 0usize;
+    for part in path.split('.') {
+        components += 1;
+        if part.is_empty() {
+            return Err(bad("empty path component".into()));
+        }
+        if part.starts_with('$') {
+            return Err(bad(format!(
+                "path component {part:?}: positional operators and $-prefixed field names are not supported"
+            )));
+        }
+    }
+    let most = slate_core::value::MAX_NESTING + 1;
+    if components > most {
+        return Err(bad(format!("{components} path components, at most {most}")));
+    }
+    Ok(())
+}
+
+/// A path component read as an array position: digits without a leading
+/// zero (MongoDB's numeric path components).
+fn position(part: &str) -> Option<usize> {
+    let canonical = !part.is_empty()
+        && part.bytes().all(|b| b.is_ascii_digit())
+        && (part == "0" || !part.starts_with('0'));
+    canonical.then(|| part.parse().ok()).flatten()
+}
+
+/// Where a path's last component lives: a field of a document, or a
+/// position of an array (`tags.1`).
+enum Slot<'d> {
+    Field(&'d mut Document, String),
+    Element(&'d mut Vec<Bson>, usize),
+}
+
+impl<'d> Slot<'d> {
+    fn get(&self) -> Option<&Bson> {
+        match self {
+            Slot::Field(d, k) => d.get(k),
+            Slot::Element(a, i) => a.get(*i),
+        }
+    }
+
+    fn get_mut(&mut self) -> Option<&mut Bson> {
+        match self {
+            Slot::Field(d, k) => d.get_mut(k.as_str()),
+            Slot::Element(a, i) => a.get_mut(*i),
+        }
+    }
+
+    fn into_mut(self) -> Option<&'d mut Bson> {
+        match self {
+            Slot::Field(d, k) => d.get_mut(k.as_str()),
+            Slot::Element(a, i) => a.get_mut(i),
+        }
+    }
+
+    /// Sets the value and returns it; an array grows to the position with
+    /// nulls first, as in MongoDB.
+    fn set(self, value: Bson) -> &'d mut Bson {
+        match self {
+            Slot::Field(d, k) => {
+                // An existing field keeps its place; a new one goes last.
+                let slot = d.entry(k).or_insert(Bson::Null);
+                *slot = value;
+                slot
+            }
+            Slot::Element(a, i) => {
+                if i >= a.len() {
+                    a.resize(i, Bson::Null);
+                    a.push(value);
+                } else {
+                    a[i] = value;
+                }
+                &mut a[i]
+            }
+        }
+    }
+
+    /// Removes a field; an array element becomes null (positions keep).
+    fn unset(self) {
+        match self {
+            Slot::Field(d, k) => {
+                d.remove(&k);
+            }
+            Slot::Element(a, i) => {
+                if let Some(e) = a.get_mut(i) {
+                    *e = Bson::Null;
+                }
+            }
+        }
+    }
+
+    /// The slot as messages name it.
+    fn name(&self) -> String {
+        match self {
+            Slot::Field(_, k) => format!("{k:?}"),
+            Slot::Element(_, i) => format!("position {i}"),
+        }
+    }
+}
+
+/// Array positions an update may pad an array to (MongoDB refuses to pad
+/// past 1,500,000 elements).
+const MAX_PAD: usize = 1_500_000;
+
+/// Walks to where `path`'s last component lives, stepping into documents by
+/// name and into arrays by position; creates missing documents when
+/// `create` (for `$set`, `$inc`, `$push`). `None`: the path is missing
+/// (and not created), or runs through a value it cannot follow (without
+/// `create`: MongoDB's `$unset` and `$pull` then do nothing).
+fn walk<'d>(
     doc: &'d mut Document,
     path: &str,
     op: &str,
     create: bool,
-) -> Result<Option<(&'d mut Document, String)>, UpdateError> {
-    let mut parts: Vec<&str> = path.split('.').collect();
-    let last = parts.pop().unwrap_or_default().to_owned();
-    let mut cur = doc;
-    for p in parts {
-        if !cur.contains_key(p) {
-            if !create {
-                return Ok(None);
-            }
-            cur.insert(p, Document::new());
-        }
-        cur = match cur.get_mut(p) {
-            Some(Bson::Document(d)) => d,
+) -> Result<Option<Slot<'d>>, UpdateError> {
+    let conflict = |reason: String| UpdateError::PathConflict {
+        op: op.to_owned(),
+        path: path.to_owned(),
+        reason,
+    };
+    let mut parts = path.split('.');
+    let mut slot = Slot::Field(doc, parts.next().unwrap_or_default().to_owned());
+    for part in parts {
+        let name = slot.name();
+        let value = if slot.get().is_some() {
+            slot.into_mut()
+        } else if create {
+            Some(slot.set(Bson::Document(Document::new())))
+        } else {
+            None
+        };
+        slot = match value {
+            Some(Bson::Document(d)) => Slot::Field(d, part.to_owned()),
+            Some(Bson::Array(a)) => match position(part) {
+                Some(i) if create && i >= a.len() && i > MAX_PAD => {
+                    return Err(conflict(format!("position {i} is past {MAX_PAD}")))
+                }
+                Some(i) => Slot::Element(a, i),
+                None if create => {
+                    return Err(conflict(format!(
+                        "{name} holds an array, and {part:?} is not a position in it"
+                    )))
+                }
+                None => return Ok(None),
+            },
             Some(other) if create => {
-                return Err(UpdateError::PathConflict {
-                    op: op.to_owned(),
-                    path: path.to_owned(),
-                    reason: format!("{p:?} holds a {:?}, not a document", other.element_type()),
-                })
+                return Err(conflict(format!(
+                    "{name} holds a {:?}, not a document",
+                    other.element_type()
+                )))
             }
             _ => return Ok(None),
         };
     }
-    Ok(Some((cur, last)))
+    Ok(Some(slot))
 }
 
 fn add_numbers(a: &Bson, b: &Bson) -> Option<Bson> {
@@ -278,7 +415,7 @@ fn element_matches(filter: &Filter, element: &Bson, wrapped: bool) -> bool {
 
 fn apply_one(doc: &mut Document, path: &str, op: &str, action: &Action) -> Result<(), UpdateError> {
     let create = !matches!(action, Action::Unset | Action::Pull(_));
-    let Some((parent, last)) = parent_mut(doc, path, op, create)? else {
+    let Some(mut slot) = walk(doc, path, op, create)? else {
         return Ok(());
     };
     let conflict = |reason: String| UpdateError::PathConflict {
@@ -288,13 +425,11 @@ fn apply_one(doc: &mut Document, path: &str, op: &str, action: &Action) -> Resul
     };
     match action {
         Action::Set(v) => {
-            parent.insert(last, v.clone());
+            slot.set(v.clone());
         }
-        Action::Unset => {
-            parent.remove(&last);
-        }
+        Action::Unset => slot.unset(),
         Action::Inc(by) => {
-            let new = match parent.get(&last) {
+            let new = match slot.get() {
                 None => by.clone(),
                 Some(cur) => add_numbers(cur, by).ok_or_else(|| {
                     conflict(format!(
@@ -303,16 +438,16 @@ fn apply_one(doc: &mut Document, path: &str, op: &str, action: &Action) -> Resul
                     ))
                 })?,
             };
-            parent.insert(last, new);
+            slot.set(new);
         }
-        Action::Push(items) => match parent.get_mut(&last) {
+        Action::Push(items) => match slot.get_mut() {
             None => {
-                parent.insert(last, Bson::Array(items.clone()));
+                slot.set(Bson::Array(items.clone()));
             }
             Some(Bson::Array(a)) => a.extend(items.iter().cloned()),
             Some(other) => return Err(conflict(format!("cannot push onto a {:?}", other.element_type()))),
         },
-        Action::Pull(cond) => match parent.get_mut(&last) {
+        Action::Pull(cond) => match slot.get_mut() {
             None => {}
             Some(Bson::Array(a)) => match cond {
                 PullCond::Equals(v) => a.retain(|e| !values_equal(e, v)),
@@ -336,22 +471,70 @@ fn values_equal(a: &Bson, b: &Bson) -> bool {
     }
 }
 
-/// The document an upsert starts from: the filter's top-level equality
-/// conditions (`{a: 1}`, `{"b.c": {$eq: 2}}`), operators left out.
-pub fn equality_seed(filter: &Document) -> Document {
+/// The document an upsert starts from (MongoDB's upsert): the filter's
+/// equality conditions (`{a: 1}`, `{"b.c": {$eq: 2}}`), also those inside
+/// `$and`, operators left out. Two equalities on one path (or on a path
+/// and a path inside it) are refused unless they agree, as is a path an
+/// update could not take.
+pub fn equality_seed(filter: &Document) -> Result<Document, UpdateError> {
+    let mut equalities: Vec<(&str, &Bson)> = Vec::new();
+    collect_equalities(filter, &mut equalities);
     let mut out = Document::new();
+    for (i, &(path, value)) in equalities.iter().enumerate() {
+        check_path("upsert", path)?;
+        let mut repeated = false;
+        for &(earlier, first) in &equalities[..i] {
+            let nested = path.strip_prefix(earlier).is_some_and(|r| r.starts_with('.'))
+                || earlier.strip_prefix(path).is_some_and(|r| r.starts_with('.'));
+            if nested || (earlier == path && first != value) {
+                return Err(UpdateError::PathConflict {
+                    op: "upsert".into(),
+                    path: path.to_owned(),
+                    reason: format!(
+                        "the filter also sets {earlier:?}, so the document to insert is ambiguous"
+                    ),
+                });
+            }
+            repeated |= earlier == path;
+        }
+        if !repeated {
+            slate_core::set_path(&mut out, path, value.clone());
+        }
+    }
+    // `_id` first, wherever the filter named it (as an insert stores it).
+    Ok(match out.remove("_id") {
+        Some(id) => {
+            let mut first = bson::doc! { "_id": id };
+            first.extend(out);
+            first
+        }
+        None => out,
+    })
+}
+
+/// The equality conditions of `filter` and of the documents in its `$and`s.
+fn collect_equalities<'f>(filter: &'f Document, out: &mut Vec<(&'f str, &'f Bson)>) {
     for (k, v) in filter {
+        if k == "$and" {
+            if let Bson::Array(clauses) = v {
+                for clause in clauses {
+                    if let Bson::Document(d) = clause {
+                        collect_equalities(d, out);
+                    }
+                }
+            }
+            continue;
+        }
         if k.starts_with('$') {
             continue;
         }
         let value = match v {
             Bson::Document(d) if d.keys().any(|x| x.starts_with('$')) => match d.get("$eq") {
-                Some(eq) if d.len() == 1 => eq.clone(),
+                Some(eq) if d.len() == 1 => eq,
                 _ => continue,
             },
-            other => other.clone(),
+            other => other,
         };
-        slate_core::set_path(&mut out, k, value);
+        out.push((k, value));
     }
-    out
 }

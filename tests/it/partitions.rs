@@ -316,6 +316,22 @@ fn an_upsert_lands_inside_the_partitions_its_handle_addresses() {
             .expect("replacement upsert");
         assert_eq!(r.upserted_id, Some(Bson::Int32(1001)), "[{b}]");
         assert!(acme.get(1001).expect("get").is_some(), "[{b}]");
+        // The key under an operator: the handle's value still fills it in.
+        let r = acme
+            .update_one(
+                doc! { "_id": 1003, "tenant": { "$in": ["acme", "globex"] } },
+                doc! { "$set": { "n": 4 } },
+                true,
+            )
+            .expect("upsert with the key under $in");
+        assert_eq!(r.upserted_id, Some(Bson::Int32(1003)), "[{b}]");
+        assert_eq!(
+            acme.get(1003)
+                .expect("get")
+                .and_then(|d| d.get_str("tenant").ok().map(str::to_owned)),
+            Some("acme".into()),
+            "[{b}]"
+        );
 
         // A filter naming another partition: nothing matches inside acme, and
         // the upsert may not write into globex.

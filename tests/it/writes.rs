@@ -326,6 +326,96 @@ fn update_operators_on_dot_paths() {
     }
 }
 
+/// Numeric path components step into arrays, as in MongoDB: `$set` pads
+/// with nulls, `$unset` leaves a null, `$pull`/`$push`/`$inc` reach nested
+/// elements; a name that is not a position in an array is refused.
+#[test]
+fn update_paths_through_array_positions() {
+    for t in backends() {
+        let coll = collection(
+            &t,
+            "c",
+            vec![
+                doc! { "_id": 1, "tags": ["x", "y"], "items": [{ "tags": ["x", "w"], "n": 1 }], "m": { "0": 1 } },
+            ],
+        );
+        let one = |u: Document| coll.update_one(doc! { "_id": 1 }, u, false);
+        let r = one(doc! {
+            "$set": { "tags.1": "z", "items.2.name": "c" },
+            "$unset": { "tags.0": "" },
+            "$pull": { "items.0.tags": "x" },
+            "$inc": { "items.0.n": 2, "m.0": 1 },
+        })
+        .expect("update");
+        assert_eq!(r, updated(1, 1, None), "[{}]", t.backend);
+        one(doc! { "$push": { "items.0.tags": "v" }, "$set": { "tags.4": "far" } }).expect("update");
+        let want = doc! {
+            "_id": 1,
+            "tags": [null, "z", null, null, "far"],
+            "items": [{ "tags": ["w", "v"], "n": 3 }, null, { "name": "c" }],
+            "m": { "0": 2 },
+        };
+        assert_same_docs(
+            &[coll.get(1).expect("get").expect("doc")],
+            std::slice::from_ref(&want),
+            &format!("[{}] positions", t.backend),
+        );
+        // The index follows: "z" is indexed, "x" is gone.
+        assert_eq!(coll.count(doc! { "tags": "z" }).expect("count"), 1);
+        assert_eq!(coll.count(doc! { "tags": "x" }).expect("count"), 0);
+        // A field name inside an array, or a position past what an array
+        // may be padded to: refused, nothing changed.
+        for bad in [
+            doc! { "$set": { "tags.name": 1 } },
+            doc! { "$set": { "tags.99999999": 1 } },
+        ] {
+            let err = one(bad.clone()).expect_err("refused");
+            assert!(
+                matches!(
+                    err,
+                    Error::Query(QueryError::Update(UpdateError::PathConflict { .. }))
+                ),
+                "[{}] {bad}: {err:?}",
+                t.backend
+            );
+        }
+        assert_same_docs(
+            &[coll.get(1).expect("get").expect("doc")],
+            &[want],
+            &format!("[{}] after refusals", t.backend),
+        );
+    }
+}
+
+/// `$pull` with `$or`/`$and`/`$nor` is a query on document elements.
+#[test]
+fn pull_by_a_query_of_alternatives() {
+    for t in backends() {
+        let coll = collection(
+            &t,
+            "c",
+            vec![doc! { "_id": 1, "items": [{ "a": 1 }, { "b": 2 }, { "a": 3, "b": 2 }, { "c": 4 }, 5] }],
+        );
+        coll.update_one(
+            doc! { "_id": 1 },
+            doc! { "$pull": { "items": { "$or": [{ "a": 1 }, { "b": 2, "a": { "$exists": false } }] } } },
+            false,
+        )
+        .expect("$pull $or");
+        coll.update_one(
+            doc! { "_id": 1 },
+            doc! { "$pull": { "items": { "$and": [{ "a": 3 }, { "b": 2 }] } } },
+            false,
+        )
+        .expect("$pull $and");
+        assert_same_docs(
+            &all(&coll),
+            &[doc! { "_id": 1, "items": [{ "c": 4 }, 5] }],
+            &format!("[{}] pulled", t.backend),
+        );
+    }
+}
+
 #[test]
 fn update_many_and_its_counts() {
     for t in backends() {
@@ -434,6 +524,46 @@ fn upsert_builds_the_document_from_the_filter() {
             .expect("update");
         assert_eq!(r, updated(1, 1, None));
         assert_eq!(coll.count(doc! {}).expect("count"), 5);
+    }
+}
+
+/// An upsert takes the equalities inside `$and` too, so a retried upsert
+/// finds the document the first one inserted; equalities that disagree
+/// are refused, and so are an upsert's paths no document could hold.
+#[test]
+fn upsert_takes_equalities_inside_and() {
+    for t in backends() {
+        let coll = collection(&t, "c", vec![]);
+        for _ in 0..2 {
+            coll.update_one(
+                doc! { "$and": [{ "user": "u1" }, { "$and": [{ "_id": 7 }] }, { "n": { "$gte": 0 } }] },
+                doc! { "$inc": { "n": 1 } },
+                true,
+            )
+            .expect("upsert");
+        }
+        assert_same_docs(
+            &all(&coll),
+            &[doc! { "_id": 7, "user": "u1", "n": 2 }],
+            &format!("[{}] two upserts", t.backend),
+        );
+        let deep = vec!["a"; 200_000].join(".");
+        for filter in [
+            doc! { "$and": [{ "user": "u1" }, { "user": "u2" }] },
+            doc! { "a": 1, "$and": [{ "a.b": 1 }] },
+            doc! { deep.as_str(): 1 },
+        ] {
+            let err = coll
+                .update_one(filter.clone(), doc! { "$set": { "k": 1 } }, true)
+                .expect_err("refused");
+            assert!(
+                matches!(err, Error::Query(QueryError::Update(_))),
+                "[{}] {:.80}: {err:?}",
+                t.backend,
+                filter.to_string()
+            );
+        }
+        assert_eq!(coll.count(doc! {}).expect("count"), 1, "[{}]", t.backend);
     }
 }
 
@@ -710,6 +840,25 @@ fn bad_updates_and_filters_are_typed_errors_and_change_nothing() {
             ),
             "[{b}] $set of _id"
         );
+        // Positional operators, $-prefixed names and paths deeper than a
+        // document may nest: refused before any document is built.
+        let deep = vec!["a"; 200_000].join(".");
+        for u in [
+            doc! { "$set": { "items.$.qty": 5 } },
+            doc! { "$set": { "$x": 1 } },
+            doc! { "$set": { deep.as_str(): 1 } },
+            doc! { "$unset": { deep.as_str(): "" } },
+        ] {
+            let err = coll.update_many(doc! {}, u.clone(), true).expect_err("refused");
+            assert!(
+                matches!(
+                    err,
+                    Error::Query(QueryError::Update(UpdateError::BadValue { .. }))
+                ),
+                "[{b}] {:.60}: {err:?}",
+                u.to_string()
+            );
+        }
 
         let bad = doc! { "n": { "$foo": 1 } };
         assert_unknown_filter_op(coll.find(bad.clone()).run(), "$foo", "n", b);
