@@ -489,7 +489,10 @@ fn candidate_rows(
     checker: &Checker<'_, '_>,
 ) -> Result<(Vec<RowId>, &'static str)> {
     let index = source.filter(|s| s.uses_index());
-    if let Some(rows) = tagged.or_else(|| index.and_then(|s| tagged_rows(view, parts, s))) {
+    // A write transaction's candidates come from its own index, not from
+    // the last commit's tags.
+    let tags = index.filter(|_| !checker.in_txn);
+    if let Some(rows) = tagged.or_else(|| tags.and_then(|s| tagged_rows(view, parts, s))) {
         return Ok((rows, "row tags"));
     }
     let keys = candidate_keys(read, parts, source, checker)?;
@@ -508,6 +511,10 @@ struct Checker<'a, 'r> {
     filter: Option<&'a Filter>,
     parts: &'a [Part],
     partitioned: bool,
+    /// Inside a write transaction: the rows are the last commit's, so a
+    /// row's document may since have been deleted, and is read even
+    /// without a filter.
+    in_txn: bool,
     checked: AtomicU64,
 }
 
@@ -517,11 +524,15 @@ impl Checker<'_, '_> {
         if self.partitioned && !in_parts(key, self.parts) {
             return false;
         }
-        let Some(filter) = self.filter else { return true };
+        if self.filter.is_none() && !self.in_txn {
+            return true;
+        }
         self.checked.fetch_add(1, Ordering::Relaxed);
         match self.read.get_keys(&[key]) {
             Ok(mut docs) => match docs.pop().flatten() {
-                Some(doc) => doc.raw().is_ok_and(|raw| filter.matches(raw)),
+                Some(doc) => self
+                    .filter
+                    .is_none_or(|f| doc.raw().is_ok_and(|raw| f.matches(raw))),
                 None => false,
             },
             Err(e) => {
@@ -559,6 +570,7 @@ pub fn search(
         filter: spec.filter.as_ref(),
         parts,
         partitioned,
+        in_txn: read.in_write_txn(),
         checked: AtomicU64::new(0),
     };
     let rows = view.len() as u64;
@@ -573,7 +585,10 @@ pub fn search(
     // the tags (a fraction of an index read each), and so do the estimates:
     // the index is counted only far enough to choose among indexes.
     let indexes = &read.config().indexes;
-    let all_tagged = !indexes.is_empty() && indexes.iter().all(|f| view.tags_cover(f));
+    // Not inside a write transaction: the tags are the last commit's, and a
+    // document the transaction changed into the filter's range would not be
+    // a candidate (its index, read through the transaction, has it).
+    let all_tagged = !checker.in_txn && !indexes.is_empty() && indexes.iter().all(|f| view.tags_cover(f));
     let mut model = CostModel::for_dim(view.dim());
     if !view.has_codes() {
         model = model.without_codes();
@@ -758,7 +773,7 @@ pub fn search(
 
     let hits = match strategy {
         Strategy::Scan | Strategy::Auto => {
-            if spec.filter.is_none() && !partitioned {
+            if spec.filter.is_none() && !partitioned && !checker.in_txn {
                 explain.rows_scanned = rows;
                 view.search(&spec.query, spec.k, spec.threads)?
             } else {
@@ -802,6 +817,7 @@ pub fn search(
             // A merge's rows (or a short index scan's) were read for its estimate already.
             let tagged = match tagged_rows_read.take() {
                 Some(rows) => Some(mask_of(&view, rows)),
+                None if checker.in_txn => None,
                 None => tagged_mask(&view, parts, source),
             };
             let (mask, from) = match tagged {
@@ -970,9 +986,10 @@ pub fn search_batch(
 ) -> Result<Vec<Vec<SearchHit>>> {
     crate::check_projection(projection)?;
     let view = read.vectors(field)?;
-    if read.config().partition_key.is_some() {
-        // Partition scoping needs a per-row check: run the queries one by one
-        // (checked first, each error naming its own query).
+    if read.config().partition_key.is_some() || read.in_write_txn() {
+        // Partition scoping, and a write transaction's deleted documents,
+        // need a per-row check: run the queries one by one (checked first,
+        // each error naming its own query).
         let dim = view.dim();
         slate_vector::check_batch(queries, dim)?;
         return queries
@@ -1036,6 +1053,25 @@ mod tests {
         assert!(txn.delete("c", &Part::none(), &Bson::Int64(0)).expect("delete"));
         let own = txn.collection("c").expect("read");
         assert_eq!(ids(&own), [Bson::Int64(1), Bson::Int64(2)]);
+        // With k = 2 the deleted document's row would take a slot of the
+        // top two and leave one hit: the rows are checked against the
+        // transaction's documents, unfiltered too, one query or a batch.
+        for strategy in [Strategy::Scan, Strategy::Auto] {
+            let spec = SearchSpec {
+                k: 2,
+                strategy,
+                ..spec.clone()
+            };
+            let (hits, _) = search(&own, &[Part::none()], &spec).expect("search");
+            let got: Vec<Bson> = hits.into_iter().map(|h| h.id).collect();
+            assert_eq!(got, [Bson::Int64(1), Bson::Int64(2)], "{strategy}");
+        }
+        let batch =
+            search_batch(&own, &[Part::none()], "v", &[0.0, 0.0, 0.5, 0.0], 2, 1, None).expect("batch");
+        for hits in batch {
+            let got: Vec<Bson> = hits.into_iter().map(|h| h.id).collect();
+            assert_eq!(got, [Bson::Int64(1), Bson::Int64(2)]);
+        }
     }
 
     #[test]
@@ -1075,6 +1111,39 @@ mod tests {
             };
             let (hits, _) = search(&own, &[Part::none()], &spec).expect("search");
             assert!(hits.is_empty(), "{strategy}: {hits:?}");
+        }
+        // The other way: a document the transaction changed into the
+        // filter's range is found by every strategy, though the last
+        // commit's tags hold its old value.
+        drop(own);
+        txn.insert("c", bson::doc! { "_id": 2, "a": 2, "v": [2.0, 0.0] })
+            .expect("insert");
+        txn.commit().expect("commit");
+        let mut txn = db.begin_write().expect("begin");
+        let read = txn.collection("c").expect("read");
+        let key = read
+            .get_by_id(&Part::none(), &Bson::Int32(2))
+            .expect("get")
+            .expect("there")
+            .key
+            .into_owned();
+        drop(read);
+        txn.replace_key("c", &key, bson::doc! { "_id": 2, "a": 1, "v": [2.0, 0.0] })
+            .expect("replace");
+        let own = txn.collection("c").expect("read");
+        for strategy in [Strategy::Gather, Strategy::Bitmap, Strategy::Scan, Strategy::Auto] {
+            let spec = SearchSpec {
+                field: "v".into(),
+                query: vec![0.0, 0.0],
+                k: 10,
+                threads: 1,
+                filter: Some(Filter::parse(&bson::doc! { "a": 1 }).expect("filter")),
+                strategy,
+                ..Default::default()
+            };
+            let (hits, _) = search(&own, &[Part::none()], &spec).expect("search");
+            let got: Vec<Bson> = hits.into_iter().map(|h| h.id).collect();
+            assert_eq!(got, [Bson::Int32(2)], "{strategy}");
         }
     }
 
