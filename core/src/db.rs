@@ -296,15 +296,14 @@ impl Database {
             bson::to_vec(&config.to_document()).map_err(|e| Error::Corrupt { what: e.to_string() })?;
         txn.put(CATALOG_CF, config.name.as_bytes(), bytes)?;
         txn.put(&cf, crate::keys::exact_ids_key(), Vec::new())?;
-        let set = Arc::new(VectorSet::new(&config));
-        let name = config.name.clone();
         self.shared.catalog.commit(true, || {
-            txn.commit_with(|_| {
+            txn.commit_with(|version| {
+                let set = Arc::new(VectorSet::new(&config, version));
                 self.shared
                     .vectors
                     .write()
                     .unwrap_or_else(|e| e.into_inner())
-                    .insert(name.clone(), set.clone());
+                    .insert(config.name.clone(), set);
             })
         })?;
         Ok(())

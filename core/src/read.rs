@@ -114,9 +114,13 @@ impl<'db> ReadTxn<'db> {
             .shared
             .catalog
             .collection(self.snap.as_ref(), name, self.catalog_gen)?;
-        // No lock or map lookup for a collection without vector fields.
+        // No lock or map lookup for a collection without vector fields. A
+        // collection created after this snapshot (dropped and re-created
+        // since) has caches this snapshot must not read: its searches fail
+        // (`UnknownVectorField`) rather than see the new rows.
         let vectors = if self.vectors && !config.vectors.is_empty() {
-            self.db.vector_set(name)
+            let version = self.snap.version();
+            self.db.vector_set(name).filter(|set| set.born <= version)
         } else {
             None
         };

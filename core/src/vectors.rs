@@ -42,13 +42,17 @@ struct Compacted {
 /// The caches of one collection's vector fields.
 #[derive(Debug)]
 pub(crate) struct VectorSet {
+    /// The version of the commit that created the collection (0 for one
+    /// loaded at open): older snapshots saw another collection of the name,
+    /// or none, and must not read these caches.
+    pub(crate) born: u64,
     caches: BTreeMap<String, Arc<VectorCache>>,
     /// Per field; locked only by committing threads, which take turns anyway.
     compacted: BTreeMap<String, Mutex<Compacted>>,
 }
 
 impl VectorSet {
-    pub(crate) fn new(config: &CollectionConfig) -> Self {
+    pub(crate) fn new(config: &CollectionConfig, born: u64) -> Self {
         let caches = config
             .vectors
             .iter()
@@ -59,12 +63,16 @@ impl VectorSet {
             })
             .collect::<BTreeMap<_, _>>();
         let compacted = caches.keys().map(|f| (f.clone(), Mutex::default())).collect();
-        Self { caches, compacted }
+        Self {
+            born,
+            caches,
+            compacted,
+        }
     }
 
     /// Builds the caches from the `v:` keys in `snap`.
     pub(crate) fn load(config: &CollectionConfig, snap: &dyn Snapshot) -> Result<Self> {
-        let set = Self::new(config);
+        let set = Self::new(config, 0);
         let cf = collection_cf(&config.name);
         for vf in &config.vectors {
             let Some(cache) = set.caches.get(&vf.field) else {

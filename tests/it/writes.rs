@@ -567,6 +567,70 @@ fn upsert_takes_equalities_inside_and() {
     }
 }
 
+/// A read that began before a collection was dropped, and re-created under
+/// its name, keeps reading what it saw: its documents, index and count (the
+/// column family stays readable on RocksStore while the read holds it). Its
+/// vector searches are refused rather than shown the new collection's rows.
+#[test]
+fn a_read_begun_before_a_drop_keeps_its_collection() {
+    use slate::core::Part;
+    for t in backends() {
+        let b = t.backend;
+        let config = |dim: usize| {
+            CollectionConfig::new("c")
+                .index("status")
+                .vector_field_config(slate::VectorField::new("v", dim, slate::Metric::L2))
+        };
+        let coll = t.db.create_collection(config(2)).expect("create");
+        coll.insert_many((0..10i64).map(|i| doc! { "_id": i, "status": i % 2, "v": [i as f64, 0.0] }))
+            .expect("insert");
+        let old = t.db.database().read();
+        let sees_its_collection = |when: &str| {
+            let r = old.collection("c").expect("the old read has c");
+            let part = Part::none();
+            assert_eq!(r.count(&part).expect("count"), 10, "[{b}] {when}");
+            assert_eq!(r.scan(&part).expect("scan").count(), 10, "[{b}] {when}");
+            let doc = r.get_by_id(&part, &Bson::Int64(3)).expect("get").expect("doc 3");
+            assert_eq!(
+                doc.raw().expect("raw").get_i64("_id").ok(),
+                Some(3),
+                "[{b}] {when}"
+            );
+            assert_eq!(
+                r.index_count(&part, "status", None, None, 100).expect("index"),
+                10,
+                "[{b}] {when}"
+            );
+        };
+        sees_its_collection("before the drop");
+        t.db.drop_collection("c").expect("drop");
+        sees_its_collection("after the drop");
+        let again = t.db.create_collection(config(3)).expect("re-create");
+        again
+            .insert_one(doc! { "_id": 100, "status": 5, "v": [1.0, 2.0, 3.0] })
+            .expect("insert");
+        sees_its_collection("after the re-create");
+        let r = old.collection("c").expect("the old read has c");
+        let err = r
+            .vectors("v")
+            .expect_err("the new collection's rows are not this read's");
+        assert!(
+            matches!(err, slate::core::Error::UnknownVectorField { .. }),
+            "[{b}] {err:?}"
+        );
+        assert_eq!(again.count(doc! {}).expect("count"), 1, "[{b}]");
+        assert_eq!(
+            again
+                .search("v", &[1.0, 2.0, 3.0])
+                .k(5)
+                .run()
+                .expect("search")
+                .len(),
+            1
+        );
+    }
+}
+
 #[test]
 fn delete_one_and_delete_many() {
     for t in backends() {

@@ -5,11 +5,12 @@
 //! a sequence lock so that a snapshot and its version always agree.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use arc_swap::ArcSwap;
 use rocksdb::{
     BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBCompressionType, IteratorMode,
     MultiThreaded, Options, ReadOptions, WriteBatch, WriteOptions,
@@ -22,6 +23,15 @@ use super::{
 use crate::{Error, Result};
 
 type Db = rocksdb::DBWithThreadMode<MultiThreaded>;
+
+/// A column family handle. RocksDB keeps a dropped column family readable
+/// while any handle to it lives, so a snapshot that holds the handles of its
+/// moment reads a collection dropped (or dropped and re-created) since.
+/// `'static` stands for the store's lifetime: see [`RocksStore::handles`].
+type Handle = Arc<BoundColumnFamily<'static>>;
+
+/// The handle of every column family, by name.
+type Handles = HashMap<String, Handle>;
 
 /// Options for opening a [`RocksStore`]; each setter states its default.
 #[derive(Debug, Clone)]
@@ -100,7 +110,12 @@ impl RocksStoreBuilder {
         let db = Db::open_cf_descriptors(&db_opts, &self.path, descriptors)?;
         let mut write_opts = WriteOptions::default();
         write_opts.set_sync(self.sync);
+        let handles: Handles = names
+            .iter()
+            .filter_map(|n| Some((n.clone(), unbind(db.cf_handle(n)?))))
+            .collect();
         Ok(RocksStore {
+            handles: ArcSwap::from_pointee(handles),
             db,
             path: self.path,
             cf_opts,
@@ -117,6 +132,13 @@ impl RocksStoreBuilder {
 
 /// A [`Store`] on RocksDB. See [`RocksStore::builder`].
 pub struct RocksStore {
+    /// Every column family's handle, swapped whole when one is created or
+    /// dropped, and held by each snapshot taken meanwhile. Declared before
+    /// `db`, so the store drops its handles before it closes the database;
+    /// a snapshot borrows the store, so it drops its own earlier still:
+    /// no handle outlives the database, which is what `'static` in
+    /// [`Handle`] stands for.
+    handles: ArcSwap<Handles>,
     db: Db,
     path: PathBuf,
     cf_opts: Options,
@@ -235,6 +257,18 @@ impl RocksStore {
     }
 }
 
+/// `handle` with its lifetime extended to `'static`.
+fn unbind(handle: Arc<BoundColumnFamily<'_>>) -> Handle {
+    // SAFETY: only the lifetime changes. Every `Handle` lives in
+    // `RocksStore::handles` or in a snapshot that borrows the store, and the
+    // store drops `handles` before `db` (field order), so none is used or
+    // dropped after the database closes.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::mem::transmute::<Arc<BoundColumnFamily<'_>>, Handle>(handle)
+    }
+}
+
 /// Fewest ops in a batch that [`RocksStore`] frees on another thread.
 const BACKGROUND_DROP_OPS: usize = 4096;
 
@@ -253,10 +287,14 @@ impl Store for RocksStore {
                 std::thread::yield_now();
                 continue;
             }
+            // After `before`: a column family dropped since is unlinked by
+            // a commit first, which the check below would see.
+            let handles = self.handles.load_full();
             let snap = self.db.snapshot();
             if self.seq.load(Ordering::SeqCst) == before {
                 return Arc::new(RocksSnapshot {
                     store: self,
+                    handles,
                     snap,
                     version: before / 2,
                 });
@@ -273,6 +311,10 @@ impl Store for RocksStore {
             });
         }
         self.db.create_cf(name, &self.cf_opts)?;
+        let handle = unbind(self.cf(name)?);
+        let mut handles = Handles::clone(&self.handles.load());
+        handles.insert(name.to_owned(), handle);
+        self.handles.store(Arc::new(handles));
         cfs.insert(name.to_owned());
         Ok(())
     }
@@ -292,6 +334,9 @@ impl Store for RocksStore {
             self.db.flush_wal(true)?;
         }
         self.db.drop_cf(name)?;
+        let mut handles = Handles::clone(&self.handles.load());
+        handles.remove(name);
+        self.handles.store(Arc::new(handles));
         cfs.remove(name);
         Ok(())
     }
@@ -354,11 +399,19 @@ impl Drop for Publish<'_> {
 
 struct RocksSnapshot<'a> {
     store: &'a RocksStore,
+    /// The column families of this snapshot's moment, kept readable.
+    handles: Arc<Handles>,
     snap: rocksdb::SnapshotWithThreadMode<'a, Db>,
     version: u64,
 }
 
 impl RocksSnapshot<'_> {
+    fn cf(&self, name: &str) -> Result<&Handle> {
+        self.handles.get(name).ok_or_else(|| Error::UnknownColumnFamily {
+            name: name.to_owned(),
+        })
+    }
+
     fn read_opts(&self) -> ReadOptions {
         let mut opts = ReadOptions::default();
         opts.set_snapshot(&self.snap);
@@ -372,26 +425,26 @@ impl Snapshot for RocksSnapshot<'_> {
     }
 
     fn get(&self, cf: &str, key: &[u8]) -> Result<Option<Cow<'_, [u8]>>> {
-        let handle = self.store.cf(cf)?;
-        Ok(self.snap.get_cf(&handle, key)?.map(Cow::Owned))
+        let handle = self.cf(cf)?;
+        Ok(self.snap.get_cf(handle, key)?.map(Cow::Owned))
     }
 
     fn multi_get(&self, cf: &str, keys: &[&[u8]]) -> Result<Vec<Option<Cow<'_, [u8]>>>> {
-        let handle = self.store.cf(cf)?;
+        let handle = self.cf(cf)?;
         let opts = self.read_opts();
         // Keys an index scan produced usually ascend: RocksDB then skips
         // sorting them.
         let sorted = keys.windows(2).all(|w| w[0] < w[1]);
         self.store
             .db
-            .batched_multi_get_cf_opt(&handle, keys.iter().copied(), sorted, &opts)
+            .batched_multi_get_cf_opt(handle, keys.iter().copied(), sorted, &opts)
             .into_iter()
             .map(|r| Ok(r?.map(|v| Cow::Owned(v.to_vec()))))
             .collect()
     }
 
     fn range(&self, cf: &str, range: &KeyRange, dir: Direction) -> Result<EntryIter<'_>> {
-        let handle = self.store.cf(cf)?;
+        let handle = self.cf(cf)?;
         if range.is_empty() {
             return Ok(Box::new(std::iter::empty()));
         }
@@ -406,7 +459,7 @@ impl Snapshot for RocksSnapshot<'_> {
             Direction::Forward => IteratorMode::Start,
             Direction::Reverse => IteratorMode::End,
         };
-        let iter = self.store.db.iterator_cf_opt(&handle, opts, mode);
+        let iter = self.store.db.iterator_cf_opt(handle, opts, mode);
         Ok(Box::new(iter.map(|item| {
             let (k, v) = item?;
             Ok((Cow::Owned(k.into_vec()), Cow::Owned(v.into_vec())))
@@ -414,7 +467,7 @@ impl Snapshot for RocksSnapshot<'_> {
     }
 
     fn visit(&self, cf: &str, range: &KeyRange, f: &mut Visitor<'_>) -> Result<()> {
-        let handle = self.store.cf(cf)?;
+        let handle = self.cf(cf)?;
         if range.is_empty() {
             return Ok(());
         }
@@ -423,7 +476,7 @@ impl Snapshot for RocksSnapshot<'_> {
             opts.set_iterate_upper_bound(end.clone());
         }
         // The raw iterator lends each entry in place: none is copied out.
-        let mut iter = self.store.db.raw_iterator_cf_opt(&handle, opts);
+        let mut iter = self.store.db.raw_iterator_cf_opt(handle, opts);
         match &range.start {
             Some(start) => iter.seek(start),
             None => iter.seek_to_first(),
@@ -438,7 +491,7 @@ impl Snapshot for RocksSnapshot<'_> {
     }
 
     fn has_cf(&self, cf: &str) -> bool {
-        self.store.db.cf_handle(cf).is_some()
+        self.handles.contains_key(cf)
     }
 
     fn on_disk(&self) -> bool {
