@@ -948,6 +948,59 @@ fn empty_arrays_sort_below_null_and_missing() {
     }
 }
 
+/// A numeric component after an array is a position in it when sorting
+/// (MongoDB's sort keys), ascending and descending, with or without a limit,
+/// and whether or not the path is indexed.
+#[test]
+fn sorts_on_array_positions() {
+    let docs = vec![
+        doc! { "_id": 1, "items": [{ "p": 9 }, { "p": 0 }] },
+        doc! { "_id": 2, "items": [{ "p": 1 }] },
+        doc! { "_id": 3, "items": [{ "p": 5 }, { "p": 100 }] },
+        doc! { "_id": 4, "items": [] },
+    ];
+    for t in backends() {
+        for indexed in [false, true] {
+            let indexes: &[&str] = if indexed { &["items.0.p"] } else { &[] };
+            let coll = load(&t, &docs, indexes, true);
+            let ids = |spec: &str, limit: Option<usize>| -> Vec<Bson> {
+                let mut find = coll.find(doc! {}).sort(spec);
+                if let Some(n) = limit {
+                    find = find.limit(n);
+                }
+                find.run()
+                    .expect("run")
+                    .into_iter()
+                    .map(|d| d["_id"].clone())
+                    .collect()
+            };
+            let want = |ids: &[i32]| -> Vec<Bson> { ids.iter().copied().map(Bson::Int32).collect() };
+            let b = t.backend;
+            assert_eq!(
+                ids("items.0.p", None),
+                want(&[4, 2, 3, 1]),
+                "[{b}] indexed {indexed}"
+            );
+            assert_eq!(
+                ids("items.0.p", Some(2)),
+                want(&[4, 2]),
+                "[{b}] indexed {indexed}"
+            );
+            assert_eq!(
+                ids("items.0.p:desc", None),
+                want(&[1, 3, 2, 4]),
+                "[{b}] indexed {indexed}"
+            );
+            assert_eq!(
+                ids("items.1.p", None),
+                want(&[2, 4, 1, 3]),
+                "[{b}] indexed {indexed}"
+            );
+            t.db.drop_collection("c").expect("drop");
+        }
+    }
+}
+
 // ---- plan choice ---------------------------------------------------------------------------
 
 fn big_collection(t: &TestDb) -> (Collection, Vec<Document>) {

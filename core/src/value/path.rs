@@ -139,7 +139,23 @@ pub fn visit_path<'a, B, F>(
 where
     F: FnMut(PathValue<'a>) -> ControlFlow<B>,
 {
-    walk_document(doc, path, 0, leaf, f)
+    walk_document(doc, path, 0, leaf, false, f)
+}
+
+/// [`visit_path`] as MongoDB's sort keys walk a path: a numeric component
+/// after an array is only a position in it, never also a field of the
+/// array's documents (`items.0.p` is `items[0].p`, where a filter also
+/// looks for a field `"0"` in each element of `items`).
+pub fn visit_sort_path<'a, B, F>(
+    doc: &'a RawDocument,
+    path: &FieldPath,
+    leaf: LeafArrays,
+    f: &mut F,
+) -> ControlFlow<B>
+where
+    F: FnMut(PathValue<'a>) -> ControlFlow<B>,
+{
+    walk_document(doc, path, 0, leaf, true, f)
 }
 
 /// All values at `path` in `doc` (see [`visit_path`]).
@@ -168,12 +184,14 @@ pub fn index_values<'a>(doc: &'a RawDocument, path: &FieldPath) -> Vec<RawBsonRe
     out
 }
 
-/// Looks up `path[i..]` in `doc` (MongoDB's `getFieldDottedOrArray`, then the array walk).
+/// Looks up `path[i..]` in `doc` (MongoDB's `getFieldDottedOrArray`, then the array walk);
+/// `positional`: see [`visit_sort_path`].
 fn walk_document<'a, B, F>(
     mut doc: &'a RawDocument,
     path: &FieldPath,
     mut i: usize,
     leaf: LeafArrays,
+    positional: bool,
     f: &mut F,
 ) -> ControlFlow<B>
 where
@@ -186,7 +204,7 @@ where
                 doc = d;
                 i += 1;
             }
-            Some(RawBsonRef::Array(a)) => return walk_array(a, path, i + 1, leaf, f),
+            Some(RawBsonRef::Array(a)) => return walk_array(a, path, i + 1, leaf, positional, f),
             Some(v) if i == last => return f(PathValue::Value(v)),
             // Missing, unreadable, or a scalar where the path goes on.
             _ => return f(PathValue::Missing),
@@ -304,6 +322,7 @@ fn walk_array<'a, B, F>(
     path: &FieldPath,
     rest: usize,
     leaf: LeafArrays,
+    positional: bool,
     f: &mut F,
 ) -> ControlFlow<B>
 where
@@ -336,15 +355,16 @@ where
     }
     let index = path.index(rest);
     let ends_at_index = rest + 1 == path.len();
+    let by_name = !(positional && index.is_some());
     for (k, e) in elements().enumerate() {
-        if let RawBsonRef::Document(d) = e {
-            walk_document(d, path, rest, leaf, f)?;
+        if let (RawBsonRef::Document(d), true) = (e, by_name) {
+            walk_document(d, path, rest, leaf, positional, f)?;
         }
         if index == Some(k) {
             match e {
                 _ if ends_at_index => f(PathValue::Value(e))?,
-                RawBsonRef::Document(d) => walk_document(d, path, rest + 1, leaf, f)?,
-                RawBsonRef::Array(inner) => walk_array(inner, path, rest + 1, leaf, f)?,
+                RawBsonRef::Document(d) => walk_document(d, path, rest + 1, leaf, positional, f)?,
+                RawBsonRef::Array(inner) => walk_array(inner, path, rest + 1, leaf, positional, f)?,
                 _ => {}
             }
         }

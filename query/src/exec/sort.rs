@@ -5,7 +5,7 @@ use std::collections::BinaryHeap;
 use std::ops::ControlFlow;
 
 use bson::{RawBson, RawBsonRef, RawDocument};
-use slate_core::value::{compare, visit_path, FieldPath, LeafArrays, PathValue};
+use slate_core::value::{compare, visit_sort_path, FieldPath, LeafArrays, PathValue};
 
 /// One sort field: a dot path and a direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +32,8 @@ impl SortField {
 
 /// The sort key of a document for one field (MongoDB's rule): the smallest
 /// value at the path when ascending, the largest when descending, arrays
-/// taken element by element; `null` when the path is missing, `undefined`
+/// taken element by element, a numeric component after an array only a
+/// position in it; `null` when the path is missing, `undefined`
 /// (which sorts below `null`) for an empty array.
 pub fn sort_key(doc: &RawDocument, field: &SortField) -> RawBson {
     sort_key_ref(doc, field).to_raw_bson()
@@ -41,7 +42,7 @@ pub fn sort_key(doc: &RawDocument, field: &SortField) -> RawBson {
 /// [`sort_key`], borrowed from `doc` (no allocation).
 pub fn sort_key_ref<'a>(doc: &'a RawDocument, field: &SortField) -> RawBsonRef<'a> {
     let mut best: Option<RawBsonRef<'a>> = None;
-    let _ = visit_path(doc, &field.path, LeafArrays::Whole, &mut |v| {
+    let _ = visit_sort_path(doc, &field.path, LeafArrays::Whole, &mut |v| {
         match v {
             PathValue::Missing => best = Some(better(best, RawBsonRef::Null, field.descending)),
             PathValue::Value(RawBsonRef::Array(a)) => {
