@@ -349,23 +349,40 @@ impl<'t> CollectionRead<'t> {
         let widest = |f: &'_ str| {
             fields
                 .iter()
-                .filter(|g| f.len() > g.len() && f.starts_with(g.as_str()) && f.as_bytes()[g.len()] == b'.')
+                .filter(|g| is_under(f, g))
                 .min_by_key(|g| g.len())
                 .map_or(f.to_owned(), Clone::clone)
         };
+        // A vector field under a projected path: attached after the paths,
+        // since the stored copy of its parent does not hold it.
+        let nested = |v: &str| fields.iter().any(|f| is_under(v, f));
         for field in fields {
             if field == "_id" {
                 continue;
             }
             if self.config.vector_field(field).is_some() {
-                if let Some(v) = self.vector_of(field, &doc.key)? {
-                    crate::vectors::set_path(&mut out, field, crate::vectors::vector_to_bson(&v));
+                if !nested(field) {
+                    self.attach_vector(&mut out, field, &doc.key)?;
                 }
                 continue;
             }
             project_path(&mut out, raw, &widest(field)).map_err(corrupt)?;
         }
+        for vf in &self.config.vectors {
+            if nested(&vf.field) {
+                self.attach_vector(&mut out, &vf.field, &doc.key)?;
+            }
+        }
         Ok(out)
+    }
+
+    /// Sets vector field `field` of the document with key `doc_key` in `out`,
+    /// if the document has that vector.
+    fn attach_vector(&self, out: &mut Document, field: &str, doc_key: &[u8]) -> Result<()> {
+        if let Some(v) = self.vector_of(field, doc_key)? {
+            crate::vectors::set_path(out, field, crate::vectors::vector_to_bson(&v));
+        }
+        Ok(())
     }
 
     /// Whether this read's store is on disk (RocksDB): see
@@ -713,11 +730,14 @@ impl<'t> CollectionRead<'t> {
     }
 
     /// Whether every projected path is a top-level stored field (no dot, not
-    /// a vector field), so one pass over the bytes finds them all.
+    /// a vector field nor holding one), so one pass over the bytes finds them
+    /// all.
     fn all_top_level(&self, fields: &[String]) -> bool {
-        fields
-            .iter()
-            .all(|f| !f.contains('.') && self.config.vector_field(f).is_none())
+        fields.iter().all(|f| {
+            !f.contains('.')
+                && self.config.vector_field(f).is_none()
+                && !self.config.vectors.iter().any(|vf| is_under(&vf.field, f))
+        })
     }
 
     /// What [`materialize_with`](Self::materialize_with) returns, as BSON
@@ -838,6 +858,12 @@ fn top_level_values<'r>(
         .map(|v| ("_id", v))
         .into_iter()
         .chain(found.into_iter().flatten()))
+}
+
+/// Whether dot path `path` lies strictly under dot path `parent` (`m.emb`
+/// under `m`).
+fn is_under(path: &str, parent: &str) -> bool {
+    path.len() > parent.len() && path.starts_with(parent) && path.as_bytes()[parent.len()] == b'.'
 }
 
 fn project_top_level(m: &mut Materializer, raw: &RawDocument, fields: &[String]) -> Result<Document> {

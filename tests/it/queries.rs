@@ -1345,6 +1345,65 @@ fn projections_go_through_arrays_of_documents() {
     }
 }
 
+/// A vector field inside a projected document comes back with it, whatever
+/// the order of the paths, in finds (documents, raw and typed) and searches.
+#[test]
+fn a_projected_parent_keeps_its_vector_field() {
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct M {
+        x: i32,
+        emb: Vec<f32>,
+    }
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct Row {
+        m: M,
+    }
+    for t in backends() {
+        let b = t.backend;
+        let coll =
+            t.db.create_collection(
+                CollectionConfig::new("c").vector_field_config(slate::VectorField::new(
+                    "m.emb",
+                    2,
+                    slate::Metric::L2,
+                )),
+            )
+            .expect("create");
+        coll.insert_one(doc! { "_id": 1, "m": { "x": 1, "emb": [1.0, 2.0] }, "y": 3 })
+            .expect("insert");
+        let full = coll.get(1).expect("get").expect("doc");
+        let want = doc! { "_id": 1, "m": full.get_document("m").expect("m").clone() };
+        for paths in [vec!["m"], vec!["m.emb", "m"], vec!["m", "m.emb"], vec!["m", "y"]] {
+            let mut want = want.clone();
+            if paths.contains(&"y") {
+                want.insert("y", 3);
+            }
+            let got = coll.find(doc! {}).project(paths.clone()).run().expect("find");
+            assert_same_docs(&got, &[want.clone()], &format!("[{b}] find {paths:?}"));
+            let typed: Vec<Row> = coll.find(doc! {}).project(paths.clone()).run_as().expect("typed");
+            assert_eq!(
+                typed[0].m,
+                M {
+                    x: 1,
+                    emb: vec![1.0, 2.0]
+                },
+                "[{b}] typed {paths:?}"
+            );
+            let hits = coll
+                .search("m.emb", &[1.0, 2.0])
+                .k(1)
+                .project(paths.clone())
+                .run()
+                .expect("search");
+            assert_same_docs(
+                &[hits[0].doc.clone()],
+                &[want],
+                &format!("[{b}] search {paths:?}"),
+            );
+        }
+    }
+}
+
 #[test]
 fn a_bad_projection_path_is_refused_by_name() {
     for t in backends() {
