@@ -1049,6 +1049,38 @@ fn in_takes_dbrefs_as_values() {
     assert!(err.to_string().contains("$in"), "{err}");
 }
 
+/// A DBRef's fields are queried as fields: on their own, inside
+/// `$elemMatch` (how arrays of references are searched) and on dot paths.
+#[test]
+fn dbref_fields_are_fields() {
+    let coll = scratch(vec![
+        doc! { "_id": 1, "refs": [{ "$ref": "users", "$id": 7 }, { "$ref": "teams", "$id": 1 }] },
+        doc! { "_id": 2, "refs": [{ "$ref": "users", "$id": 8 }] },
+        doc! { "_id": 3, "r": { "$ref": "users", "$id": 7 } },
+    ]);
+    let ids = |filter: Document| -> Vec<Bson> {
+        coll.find(filter.clone())
+            .run()
+            .unwrap_or_else(|e| panic!("{filter}: {e}"))
+            .into_iter()
+            .map(|d| d["_id"].clone())
+            .collect()
+    };
+    assert_eq!(
+        ids(doc! { "refs": { "$elemMatch": { "$ref": "users", "$id": 7 } } }),
+        [Bson::Int32(1)]
+    );
+    assert_eq!(
+        ids(doc! { "refs": { "$elemMatch": { "$id": 8 } } }),
+        [Bson::Int32(2)]
+    );
+    assert_eq!(ids(doc! { "refs.$id": 1 }), [Bson::Int32(1)]);
+    assert_eq!(
+        ids(doc! { "r.$ref": "users", "r.$id": { "$gte": 7 } }),
+        [Bson::Int32(3)]
+    );
+}
+
 #[test]
 fn count_checks_what_a_run_checks_and_ignores_order() {
     let coll = scratch((0..10).map(|i| doc! { "_id": i, "n": 10 - i }));

@@ -46,7 +46,8 @@ impl Filter {
 fn parse_query(query: &Document, prefix: &str) -> Result<Filter> {
     let mut conjuncts = Vec::new();
     for (key, value) in query {
-        if key.starts_with('$') {
+        // A DBRef's fields are queried as fields (MongoDB parses them so).
+        if key.starts_with('$') && !is_dbref_field(key) {
             let node = match key.as_str() {
                 "$and" => Filter::And(logical_list(key, value, prefix)?),
                 "$or" => Filter::Or(logical_list(key, value, prefix)?),
@@ -171,10 +172,13 @@ fn parse_operator(op: &str, operand: &Bson, path: &str) -> Result<Predicate> {
             let Bson::Document(d) = operand else {
                 return Err(bad_operand(op, path, "a document", operand));
             };
+            // The document form when the first key is a field, a logical
+            // operator, or when any key is a DBRef's (MongoDB's rule).
             let first_is_operator = d
                 .keys()
                 .next()
-                .is_some_and(|k| k.starts_with('$') && !matches!(k.as_str(), "$and" | "$or" | "$nor"));
+                .is_some_and(|k| k.starts_with('$') && !matches!(k.as_str(), "$and" | "$or" | "$nor"))
+                && !d.keys().any(|k| is_dbref_field(k));
             if first_is_operator {
                 Ok(Predicate::ElemMatch(ElemMatch::Value(parse_value_operators(
                     d, path,
@@ -239,7 +243,12 @@ fn size(operand: &Bson) -> Option<u64> {
 fn is_operator_document(d: &Document) -> bool {
     d.keys()
         .next()
-        .is_some_and(|k| k.starts_with('$') && !matches!(k.as_str(), "$ref" | "$id" | "$db"))
+        .is_some_and(|k| k.starts_with('$') && !is_dbref_field(k))
+}
+
+/// `$ref`, `$id` and `$db`: the fields of a DBRef, not operators.
+fn is_dbref_field(key: &str) -> bool {
+    matches!(key, "$ref" | "$id" | "$db")
 }
 
 fn to_raw(op: &str, value: &Bson, path: &str) -> Result<RawBson> {
