@@ -284,13 +284,18 @@ impl Collection {
     fn upsert_filter(&self, mut filter: Document, upsert: bool) -> Result<Document> {
         if let (true, Some([value])) = (upsert, self.partitions.as_deref()) {
             if let Some(key) = self.scoped_key()? {
-                if !filter.contains_key(&key) {
-                    filter.insert(key, value.clone());
-                } else if slate_query::equality_seed(&filter)?.get(&key).is_none() {
-                    // The key under an operator (`{$in: [..]}`): the
-                    // partition's value joins as an equality the inserted
-                    // document takes, matching nothing more in the partition.
-                    filter = bson::doc! { "$and": [filter, { key: value.clone() }] };
+                // Unless the filter sets the key by equality (`{tenant: ..}`,
+                // `{org: {id: ..}}` for `org.id`), the partition's value
+                // joins it: the inserted document takes it, and it matches
+                // nothing more inside the partition.
+                let seeded =
+                    slate_query::equality_seed(&filter).is_ok_and(|seed| value_at(&seed, &key).is_some());
+                if !seeded {
+                    filter = if filter.is_empty() {
+                        bson::doc! { key: value.clone() }
+                    } else {
+                        bson::doc! { "$and": [filter, { key: value.clone() }] }
+                    };
                 }
             }
         }
@@ -357,4 +362,17 @@ fn decode_full<T: DeserializeOwned>(
 ) -> Result<T> {
     let decoded = read.deserialize_full_with::<T>(mat, raw)?;
     Ok(decoded.map_err(|e| crate::find::decode_error::<T>(raw, e))?)
+}
+
+/// The value at dot path `path` in `doc`, through nested documents.
+fn value_at<'d>(doc: &'d Document, path: &str) -> Option<&'d Bson> {
+    let mut parts = path.split('.');
+    let mut value = doc.get(parts.next()?)?;
+    for part in parts {
+        match value {
+            Bson::Document(d) => value = d.get(part)?,
+            _ => return None,
+        }
+    }
+    Some(value)
 }

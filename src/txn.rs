@@ -36,19 +36,19 @@ fn parse_filter(filter: &Document) -> Result<Option<Filter>> {
 
 /// The document a replacement upsert inserts: without an `_id` of its own it
 /// takes the filter's `_id` equality, if any (as in MongoDB).
-fn with_filter_id(filter: &Document, doc: Document) -> Result<Document> {
+fn with_filter_id(filter: &Document, doc: Document) -> Document {
     if doc.contains_key("_id") {
-        return Ok(doc);
+        return doc;
     }
-    Ok(match slate_query::equality_seed(filter)?.remove("_id") {
+    match slate_query::equality_on(filter, "_id") {
         Some(id) => {
             let mut out = Document::new();
-            out.insert("_id", id);
+            out.insert("_id", id.clone());
             out.extend(doc);
             out
         }
         None => doc,
-    })
+    }
 }
 
 impl<'db> Transaction<'db> {
@@ -161,7 +161,7 @@ impl<'db> Transaction<'db> {
         };
         let Some(key) = keys.first() else {
             if upsert {
-                let doc = with_filter_id(filter, doc)?;
+                let doc = with_filter_id(filter, doc);
                 result.upserted_id = Some(self.inner.insert_within(collection, Some(parts), doc)?);
             }
             return Ok(result);

@@ -22,4 +22,4 @@ pub use filter::{ElemMatch, FieldPath, Filter, FilterError, Interval, Predicate}
 pub use plan::{plan_find, FindSpec, MergeOp, Plan, Source};
 pub use projection::check_projection;
 pub use search::{search, search_batch, CostModel, SearchExplain, SearchHit, SearchSpec, Strategy};
-pub use update::{equality_seed, Update, UpdateError};
+pub use update::{equality_on, equality_seed, Update, UpdateError};

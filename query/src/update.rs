@@ -207,8 +207,9 @@ fn pull_condition(path: &str, value: &Bson) -> Result<PullCond, UpdateError> {
 }
 
 /// Refuses a path an update cannot follow: empty components, `$` components
-/// (positional operators, which Slate does not support, or field names no
-/// filter could name), and more components than a stored document may nest
+/// other than a DBRef's `$ref`, `$id` and `$db` (positional operators, which
+/// Slate does not support, or field names no filter could name), and more
+/// components than a stored document may nest
 /// ([`MAX_NESTING`](slate_core::value::MAX_NESTING)), found before anything
 /// builds (and recursively compares) a document that deep.
 fn check_path(op: &str, path: &str) -> Result<(), UpdateError> {
@@ -223,7 +224,7 @@ fn check_path(op: &str, path: &str) -> Result<(), UpdateError> {
         if part.is_empty() {
             return Err(bad("empty path component".into()));
         }
-        if part.starts_with('$') {
+        if part.starts_with('$') && !matches!(part, "$ref" | "$id" | "$db") {
             return Err(bad(format!(
                 "path component {part:?}: positional operators and $-prefixed field names are not supported"
             )));
@@ -319,8 +320,8 @@ impl<'d> Slot<'d> {
     }
 }
 
-/// Array positions an update may pad an array to (MongoDB refuses to pad
-/// past 1,500,000 elements).
+/// Positions an update may pad an array to, exclusive (MongoDB refuses to
+/// pad an array past 1,500,000 elements).
 const MAX_PAD: usize = 1_500_000;
 
 /// Walks to where `path`'s last component lives, stepping into documents by
@@ -353,7 +354,7 @@ fn walk<'d>(
         slot = match value {
             Some(Bson::Document(d)) => Slot::Field(d, part.to_owned()),
             Some(Bson::Array(a)) => match position(part) {
-                Some(i) if create && i >= a.len() && i > MAX_PAD => {
+                Some(i) if create && i >= a.len() && i >= MAX_PAD => {
                     return Err(conflict(format!("position {i} is past {MAX_PAD}")))
                 }
                 Some(i) => Slot::Element(a, i),
@@ -486,7 +487,7 @@ pub fn equality_seed(filter: &Document) -> Result<Document, UpdateError> {
         for &(earlier, first) in &equalities[..i] {
             let nested = path.strip_prefix(earlier).is_some_and(|r| r.starts_with('.'))
                 || earlier.strip_prefix(path).is_some_and(|r| r.starts_with('.'));
-            if nested || (earlier == path && first != value) {
+            if nested || (earlier == path && !values_equal(first, value)) {
                 return Err(UpdateError::PathConflict {
                     op: "upsert".into(),
                     path: path.to_owned(),
@@ -510,6 +511,15 @@ pub fn equality_seed(filter: &Document) -> Result<Document, UpdateError> {
         }
         None => out,
     })
+}
+
+/// The value `filter` sets `path` to by equality (at the top, or inside
+/// `$and`), the first if several; `None` when it sets none. Never fails,
+/// where [`equality_seed`] refuses filters it cannot build a document from.
+pub fn equality_on<'f>(filter: &'f Document, path: &str) -> Option<&'f Bson> {
+    let mut equalities = Vec::new();
+    collect_equalities(filter, &mut equalities);
+    equalities.into_iter().find(|(p, _)| *p == path).map(|(_, v)| v)
 }
 
 /// The equality conditions of `filter` and of the documents in its `$and`s.

@@ -333,6 +333,23 @@ fn an_upsert_lands_inside_the_partitions_its_handle_addresses() {
             "[{b}]"
         );
 
+        // A filter whose equalities could not seed a document still updates
+        // the document it matches.
+        acme.update_one(
+            doc! { "_id": 1003 },
+            doc! { "$set": { "r": { "$ref": "c", "$id": 7 }, "tags": ["x", "y"] } },
+            false,
+        )
+        .expect("set");
+        let r = acme
+            .update_one(
+                doc! { "tenant": "acme", "r.$id": 7, "$and": [{ "tags": "x" }, { "tags": "y" }] },
+                doc! { "$set": { "seen": true } },
+                true,
+            )
+            .expect("a match is updated");
+        assert_eq!((r.matched, r.modified, r.upserted_id), (1, 1, None), "[{b}]");
+
         // A filter naming another partition: nothing matches inside acme, and
         // the upsert may not write into globex.
         let before = coll.partition("globex").count(doc! {}).expect("count");
@@ -484,5 +501,42 @@ fn indexes_come_and_go_across_partitions() {
         tagged("created again");
         coll.drop_index("status").expect("drop status");
         check("status dropped");
+    }
+}
+
+/// A dotted partition key: a scoped upsert whose filter sets it as a
+/// nested document, or not at all, lands in the handle's partition; one
+/// that sets another partition's value is refused.
+#[test]
+fn a_dotted_partition_key_seeds_upserts() {
+    for t in backends() {
+        let b = t.backend;
+        let coll =
+            t.db.create_collection(CollectionConfig::new("d").partition_key("org.id"))
+                .expect("create");
+        let seven = coll.partition(7);
+        let r = seven
+            .update_one(
+                doc! { "_id": 1, "org": { "id": 7 } },
+                doc! { "$set": { "n": 1 } },
+                true,
+            )
+            .expect("upsert with the key as a nested document");
+        assert_eq!(r.upserted_id, Some(Bson::Int32(1)), "[{b}]");
+        let r = seven
+            .update_one(doc! { "_id": 2 }, doc! { "$set": { "n": 2 } }, true)
+            .expect("upsert without the key");
+        assert_eq!(r.upserted_id, Some(Bson::Int32(2)), "[{b}]");
+        assert_eq!(seven.count(doc! {}).expect("count"), 2, "[{b}]");
+        assert_same_docs(
+            &[seven.get(2).expect("get").expect("doc")],
+            &[doc! { "_id": 2, "org": { "id": 7 }, "n": 2 }],
+            b,
+        );
+        assert_invalid_partition(
+            seven.update_one(doc! { "_id": 3, "org.id": 8 }, doc! { "$set": { "n": 3 } }, true),
+            "partition",
+            b,
+        );
     }
 }

@@ -564,6 +564,53 @@ fn upsert_takes_equalities_inside_and() {
             );
         }
         assert_eq!(coll.count(doc! {}).expect("count"), 1, "[{}]", t.backend);
+
+        // Equalities that agree, or on sibling paths, still build a
+        // document; a filter the seed refuses still updates what it
+        // matches, and a replacement takes only the filter's _id.
+        for (filter, want) in [
+            (
+                doc! { "_id": 8, "a.b": 1, "a.c": 2 },
+                doc! { "_id": 8, "a": { "b": 1, "c": 2 }, "k": 1 },
+            ),
+            (
+                doc! { "_id": 9, "n": 1, "$and": [{ "n": 1.0 }, { "n": 1 }] },
+                doc! { "_id": 9, "n": 1, "k": 1 },
+            ),
+        ] {
+            coll.update_one(filter.clone(), doc! { "$set": { "k": 1 } }, true)
+                .unwrap_or_else(|e| panic!("[{}] {filter}: {e}", t.backend));
+            let id = want.get("_id").cloned().expect("_id");
+            assert_same_docs(
+                &[coll.get(id).expect("get").expect("inserted")],
+                &[want],
+                &format!("[{}] {filter}", t.backend),
+            );
+        }
+        let r = coll.update_one(
+            doc! { "$and": [{ "user": "u1" }, { "user": "u2" }], "n": { "$gte": 0 } },
+            doc! { "$set": { "k": 2 } },
+            true,
+        );
+        assert!(r.is_err(), "[{}] nothing matches: the seed is refused", t.backend);
+        coll.insert_one(doc! { "_id": 11, "tags": ["x", "y"] })
+            .expect("insert");
+        let r = coll
+            .update_one(
+                doc! { "$and": [{ "tags": "x" }, { "tags": "y" }] },
+                doc! { "$set": { "k": 4 } },
+                true,
+            )
+            .expect("a match is updated, whatever the seed would be");
+        assert_eq!(r, updated(1, 1, None), "[{}]", t.backend);
+        let r = coll
+            .replace_one(
+                doc! { "_id": 10, "$and": [{ "x": 1 }, { "x": 2 }] },
+                doc! { "y": 1 },
+                true,
+            )
+            .expect("a replacement takes only the _id");
+        assert_eq!(r.upserted_id, Some(Bson::Int32(10)), "[{}]", t.backend);
     }
 }
 
