@@ -5,7 +5,11 @@
 //! searches, so that bytes scanned per second read as a fraction of the
 //! roofline. The run ends with a markdown table of every search measured:
 //! ms per query, QPS, GiB/s, the fraction of the bandwidth at the same thread
-//! count, and batch QPS ÷ single QPS.
+//! count, and batch QPS ÷ single QPS. A third mode, `single-codes`, runs
+//! the single query on the same rows kept with 8-bit codes
+//! (`CacheConfig::codes`), which bound most rows before their vectors are
+//! read; its last column is its speed-up over `single`, and its GiB/s count
+//! the f32 rows it answers for, most of which it never reads.
 //!
 //! Sizes: 10k and 100k rows at dim 128, 384 and 768; `SLATE_BENCH_FULL=1`
 //! adds 1M rows at each dim (1M × 768 is 3 GiB). `SLATE_BENCH_VECTOR_SIZES`
@@ -23,7 +27,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use slate::vector::{Metric, VectorCache};
+use slate::vector::{CacheConfig, Metric, VectorCache};
 
 const K: usize = 10;
 const BATCH: usize = 64;
@@ -118,9 +122,10 @@ fn timed(key: (usize, usize, &'static str, usize), iters: u64, mut f: impl FnMut
     elapsed
 }
 
-/// The rows of one size, loaded into a cache, and its view.
-fn build(n: usize, dim: usize) -> slate::vector::CacheView {
-    let cache = VectorCache::new(dim, Metric::L2).expect("cache");
+/// The rows of one size, loaded into a cache (with row codes or not), and
+/// its view.
+fn build(n: usize, dim: usize, codes: bool) -> slate::vector::CacheView {
+    let cache = VectorCache::with_config(CacheConfig::new(dim, Metric::L2).codes(codes)).expect("cache");
     let data = rows(n, dim, 7);
     let ids: Vec<Vec<u8>> = (0..n as u64).map(|i| i.to_be_bytes().to_vec()).collect();
     cache
@@ -134,7 +139,9 @@ fn search(c: &mut Criterion) {
     for (n, dim) in sizes() {
         // Built on first use, so sizes the filter skips cost nothing.
         let view = OnceCell::new();
-        let view = || view.get_or_init(|| build(n, dim));
+        let view = || view.get_or_init(|| build(n, dim, false));
+        let coded = OnceCell::new();
+        let coded = || coded.get_or_init(|| build(n, dim, true));
         let queries = rows(BATCH, dim, 11);
         let name = |mode: &str, threads: usize| {
             BenchmarkId::new(
@@ -153,6 +160,14 @@ fn search(c: &mut Criterion) {
                 let view = view();
                 b.iter_custom(|iters| {
                     timed((n, dim, "single", threads), iters, || {
+                        black_box(view.search(&queries[..dim], K, threads).expect("search"));
+                    })
+                })
+            });
+            group.bench_function(name("single-codes", threads), |b| {
+                let view = coded();
+                b.iter_custom(|iters| {
+                    timed((n, dim, "single-codes", threads), iters, || {
                         black_box(view.search(&queries[..dim], K, threads).expect("search"));
                     })
                 })
@@ -189,14 +204,12 @@ fn report(before: [f64; 2], after: [f64; 2]) {
         bw[0], before[0], after[0], bw[1], before[1], after[1]
     );
     println!();
-    println!(
-        "| rows × dim | MiB | mode | threads | ms/query | QPS | GiB/s | of bandwidth | batch ÷ single QPS |"
-    );
+    println!("| rows × dim | MiB | mode | threads | ms/query | QPS | GiB/s | of bandwidth | ÷ single QPS |");
     println!("|---|--:|---|--:|--:|--:|--:|--:|--:|");
     let mut sizes: Vec<(usize, usize)> = samples.keys().map(|&(n, d, _, _)| (n, d)).collect();
     sizes.dedup();
     let lines = sizes.into_iter().flat_map(|(n, dim)| {
-        ["single", "batch64"]
+        ["single", "single-codes", "batch64"]
             .into_iter()
             .flat_map(move |mode| [1, 2].map(|threads| (n, dim, mode, threads)))
     });
@@ -205,12 +218,12 @@ fn report(before: [f64; 2], after: [f64; 2]) {
             continue;
         };
         let per_iter = median(times);
-        let queries = if mode == "single" { 1 } else { BATCH };
+        let queries = if mode == "batch64" { BATCH } else { 1 };
         let per_query = per_iter / queries as f64;
         let bytes = (n * dim * 4) as f64;
         let gibs = bytes / GIB / per_query;
         let ratio = match mode {
-            "batch64" => samples
+            "batch64" | "single-codes" => samples
                 .get(&(n, dim, "single", threads))
                 .map_or("–".to_owned(), |s| format!("{:.1}", median(s) / per_query)),
             _ => String::new(),

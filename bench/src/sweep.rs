@@ -431,9 +431,13 @@ impl SweepData {
         let q = &self.queries;
         let t = self.config.min_time;
         let secs = |qps: f64| 1.0 / qps;
-        // One row: an unfiltered scan.
+        // One row: an unfiltered scan of the vectors without codes (with
+        // them, Slate's unfiltered scan reads few vectors).
+        let dim = self.config.dim;
+        let uncoded = reference_cache(&self.plain, dim, false)?;
+        let uncoded_view = uncoded.view(1)?;
         let all = secs(time_qps(q, t, |_, query| {
-            self.slate(query, &Document::new(), Strategy::Scan)?;
+            uncoded_view.search(query, self.config.k, 1)?;
             Ok(())
         })?);
         let row = all / n;
@@ -459,10 +463,7 @@ impl SweepData {
             Ok(())
         })?);
         // A row gathered outright: the kernel's gather of the same rows
-        // from a copy of the vectors without codes (so nothing is pruned).
-        let dim = self.config.dim;
-        let uncoded = reference_cache(&self.plain, dim, false)?;
-        let uncoded_view = uncoded.view(1)?;
+        // from the copy without codes (so nothing is pruned).
         let ten_rows: Vec<Vec<RowId>> = (0..windows(0.1))
             .map(|w| rows_of_docs(&uncoded_view, &self.window(0.1, true, w).docs))
             .collect();

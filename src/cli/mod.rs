@@ -194,8 +194,8 @@ struct LoadExtra {
     #[arg(long)]
     metric: Option<String>,
     /// Keep an 8-bit code of every vector in memory (a quarter more at dim
-    /// 384) so that selective filtered searches read fewer vectors; set
-    /// when the collection is created.
+    /// 384) so that unfiltered and selective filtered searches read fewer
+    /// vectors; set when the collection is created.
     #[arg(long)]
     vector_codes: bool,
     /// No progress bar or summary on stderr.

@@ -80,7 +80,8 @@ impl CacheConfig {
     /// A gather with no filter left to check then bounds each candidate's
     /// distance from its code, exactly (rounding included), and reads the
     /// vectors of only the rows the bounds cannot rule out: at 1% of 100k ×
-    /// 384 rows and k = 10, a few dozen of the 1,000. Costs `dim + 20`
+    /// 384 rows and k = 10, a few dozen of the 1,000. An unfiltered search
+    /// bounds each scan task's rows the same way. Costs `dim + 20`
     /// bytes of memory a row (a quarter more at dim 384); nothing on disk.
     pub fn codes(mut self, on: bool) -> Self {
         self.codes = on;

@@ -401,6 +401,12 @@ impl CacheView {
         self.check_query(query, 0)?;
         let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
         let ranges = self.snap.ranges(TASK_ROWS);
+        // Unfiltered, every visible row counts towards the k nearest, so row
+        // codes can bound a range's rows before any vector is read (as
+        // gather does). (A masked scan could too, but the planner prices
+        // it without codes, so it keeps reading every masked row.)
+        let coded = (filters.mask.is_none() && filters.lazy.is_none() && self.snap.has_codes())
+            .then(|| QueryCode::new(self.metric(), query));
         // Each parallel fold keeps its own heap; the shared bound lets it
         // skip rows (and their filter checks) that another fold's full heap
         // already rules out. Under a lazy filter a heap checks every row
@@ -413,7 +419,15 @@ impl CacheView {
             &ranges,
             || (TopK::with_k(k), SearchStats::default()),
             |(mut top, mut stats), range| {
-                self.scan_range(query, range.clone(), filters, &shared, &mut top, &mut stats);
+                self.scan_range(
+                    query,
+                    range.clone(),
+                    filters,
+                    coded.as_ref(),
+                    &shared,
+                    &mut top,
+                    &mut stats,
+                );
                 (top, stats)
             },
             |(mut a, sa), (b, sb)| {
@@ -424,11 +438,13 @@ impl CacheView {
         Ok((top.into_sorted_vec().into_iter().map(Hit::from).collect(), stats))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn scan_range<'v>(
         &'v self,
         query: &[f32],
         range: Range<usize>,
         filters: Filters<'_>,
+        coded: Option<&QueryCode>,
         shared: &SharedBound,
         top: &mut TopK<'v>,
         stats: &mut SearchStats,
@@ -436,6 +452,9 @@ impl CacheView {
         let Some(seg) = self.snap.segment(range) else {
             return;
         };
+        if let Some(code) = coded {
+            return self.scan_coded(query, code, &seg, shared, top, stats);
+        }
         let kernel = self.metric().kernel();
         let base = seg.base();
         // `top.bound()` or a smaller one another task published, cached: a
@@ -486,6 +505,88 @@ impl CacheView {
                 |i| visit(i as usize),
             );
         }
+    }
+}
+
+impl CacheView {
+    /// [`scan_range`](Self::scan_range) with row codes and no filter: a
+    /// first pass bounds each row of `seg` from its code, the `k` smallest upper bounds (and the heap's bound) cap
+    /// the k-th distance, and only the rows the cap cannot rule out have
+    /// their vectors read, as gather does. Exact, rounding included: a
+    /// row is ruled out only when its distance, as the kernel computes it,
+    /// must exceed the cap.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_coded<'v>(
+        &'v self,
+        query: &[f32],
+        code: &QueryCode,
+        seg: &crate::arena::Segment<'v>,
+        shared: &SharedBound,
+        top: &mut TopK<'v>,
+        stats: &mut SearchStats,
+    ) {
+        let kernel = self.metric().kernel();
+        let base = seg.base();
+        let check = !self.all_visible();
+        let k = top.k();
+        let mut cap = Cap::new(code);
+        let known = f64::from(top.bound().min(shared.get()));
+        if known.is_finite() {
+            cap.set(known);
+        }
+        // The k smallest upper bounds below the cap (a max-heap).
+        let mut highs: BinaryHeap<OrderedFloat<f64>> = BinaryHeap::with_capacity(k + 1);
+        let mut kept: Vec<(u32, Option<RowBound>)> = Vec::new();
+        let mut seen = 0u64;
+        let mut bound_row = |i: usize| {
+            if check && !seg.visible(i, self.version) {
+                return;
+            }
+            seen += 1;
+            // No bound (a zero vector under cosine): the row is read.
+            let Some(b) = seg.code(i).and_then(|(codes, meta)| code.row(codes, meta)) else {
+                kept.push((i as u32, None));
+                return;
+            };
+            if let Some(hi) = cap.below(&b) {
+                highs.push(OrderedFloat(hi));
+                if highs.len() > k {
+                    highs.pop();
+                }
+                if let (true, Some(top)) = (highs.len() == k, highs.peek()) {
+                    cap.set(top.0);
+                }
+            }
+            if !cap.rules_out(&b) {
+                kept.push((i as u32, Some(b)));
+            }
+        };
+        (0..seg.len()).for_each(&mut bound_row);
+        // The cap only fell: rows kept early may be ruled out now.
+        kept.retain(|(_, b)| b.is_none_or(|b| !cap.rules_out(&b)));
+        stats.rows_scanned += seen;
+        stats.rows_pruned += seen - kept.len() as u64;
+        let mut bound = top.bound().min(shared.get());
+        with_lookahead(
+            &kept,
+            |(i, _)| seg.prefetch(i as usize, check, SCATTERED_LINES),
+            |(i, _)| {
+                let i = i as usize;
+                let distance = kernel(query, seg.vector(i));
+                if distance > bound {
+                    return;
+                }
+                bound = bound.min(shared.get());
+                if distance > bound {
+                    return;
+                }
+                let row = RowId((base + i) as u32);
+                if offer(top, stats, None, distance, seg.id(i), row) {
+                    shared.offer(top);
+                    bound = top.bound().min(shared.get());
+                }
+            },
+        );
     }
 }
 
