@@ -80,7 +80,8 @@ pub struct SearchStats {
     /// their code and found too far (then counted in `rows_pruned` too).
     pub rows_scanned: u64,
     /// Rows of `rows_scanned` whose code's bound ruled them out, so their
-    /// vector was never read (gather, with codes).
+    /// vector was never read (gather and scans with nothing to check, on rows
+    /// with codes).
     pub rows_pruned: u64,
     /// Calls of the filter predicate.
     pub predicate_calls: u64,
@@ -401,12 +402,12 @@ impl CacheView {
         self.check_query(query, 0)?;
         let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
         let ranges = self.snap.ranges(TASK_ROWS);
-        // Unfiltered, every visible row counts towards the k nearest, so row
+        // With no filter to check (unfiltered, or every masked row a
+        // match), every visible row counts towards the k nearest, so row
         // codes can bound a range's rows before any vector is read (as
-        // gather does). (A masked scan could too, but the planner prices
-        // it without codes, so it keeps reading every masked row.)
-        let coded = (filters.mask.is_none() && filters.lazy.is_none() && self.snap.has_codes())
-            .then(|| QueryCode::new(self.metric(), query));
+        // gather does).
+        let coded =
+            (filters.lazy.is_none() && self.snap.has_codes()).then(|| QueryCode::new(self.metric(), query));
         // Each parallel fold keeps its own heap; the shared bound lets it
         // skip rows (and their filter checks) that another fold's full heap
         // already rules out. Under a lazy filter a heap checks every row
@@ -453,7 +454,7 @@ impl CacheView {
             return;
         };
         if let Some(code) = coded {
-            return self.scan_coded(query, code, &seg, shared, top, stats);
+            return self.scan_coded(query, code, &seg, filters.mask, shared, top, stats);
         }
         let kernel = self.metric().kernel();
         let base = seg.base();
@@ -509,8 +510,9 @@ impl CacheView {
 }
 
 impl CacheView {
-    /// [`scan_range`](Self::scan_range) with row codes and no filter: a
-    /// first pass bounds each row of `seg` from its code, the `k` smallest upper bounds (and the heap's bound) cap
+    /// [`scan_range`](Self::scan_range) with row codes and nothing to check
+    /// (every row of `seg`, or those under `mask`): a first pass bounds each
+    /// row from its code, the `k` smallest upper bounds (and the heap's bound) cap
     /// the k-th distance, and only the rows the cap cannot rule out have
     /// their vectors read, as gather does. Exact, rounding included: a
     /// row is ruled out only when its distance, as the kernel computes it,
@@ -521,6 +523,7 @@ impl CacheView {
         query: &[f32],
         code: &QueryCode,
         seg: &crate::arena::Segment<'v>,
+        mask: Option<&RowMask>,
         shared: &SharedBound,
         top: &mut TopK<'v>,
         stats: &mut SearchStats,
@@ -534,8 +537,9 @@ impl CacheView {
         if known.is_finite() {
             cap.set(known);
         }
-        // The k smallest upper bounds below the cap (a max-heap).
-        let mut highs: BinaryHeap<OrderedFloat<f64>> = BinaryHeap::with_capacity(k + 1);
+        // The k smallest upper bounds below the cap (a max-heap; not sized
+        // by k, which may exceed the rows by far).
+        let mut highs: BinaryHeap<OrderedFloat<f64>> = BinaryHeap::new();
         let mut kept: Vec<(u32, Option<RowBound>)> = Vec::new();
         let mut seen = 0u64;
         let mut bound_row = |i: usize| {
@@ -561,7 +565,27 @@ impl CacheView {
                 kept.push((i as u32, Some(b)));
             }
         };
-        (0..seg.len()).for_each(&mut bound_row);
+        match mask {
+            // In order: the hardware prefetcher follows.
+            None => (0..seg.len()).for_each(&mut bound_row),
+            // Scattered: each masked row's code is asked for a few ahead.
+            Some(mask) => {
+                let mut picked = [0u32; TASK_ROWS];
+                for start in (0..seg.len()).step_by(TASK_ROWS) {
+                    let end = (start + TASK_ROWS).min(seg.len());
+                    let mut m = 0;
+                    mask.for_each_in(base + start..base + end, |row| {
+                        picked[m] = (row - base) as u32;
+                        m += 1;
+                    });
+                    with_lookahead(
+                        &picked[..m],
+                        |i| self.snap.prefetch_code(base + i as usize, check),
+                        |i| bound_row(i as usize),
+                    );
+                }
+            }
+        }
         // The cap only fell: rows kept early may be ruled out now.
         kept.retain(|(_, b)| b.is_none_or(|b| !cap.rules_out(&b)));
         stats.rows_scanned += seen;

@@ -201,14 +201,34 @@ fn both_caches(rows: &[Vec<f32>], metric: Metric) -> [VectorCache; 2] {
 
 #[test]
 fn a_coded_scan_returns_the_uncoded_scan() {
-    // Unfiltered scans bound rows by their codes first: the hits (distances,
-    // ids, order of ties) are those of the same rows without codes, for
-    // every metric, at both versions, on one thread or two; masked scans
-    // too.
+    // Unfiltered and masked scans bound rows by their codes first: the hits
+    // (distances, ids, order of ties) are those of the same rows without
+    // codes, for every metric, at both versions, on one thread or two.
     let mut rng = Rng::new(23);
     let (n, dim) = (3_000, 40);
     let rows = awkward_rows(&mut rng, n, dim);
     for metric in Metric::ALL {
+        // One commit only: every row visible, no version checks.
+        let once = [true, false].map(|codes| {
+            let cache = VectorCache::with_config(CacheConfig::new(dim, metric).codes(codes)).unwrap();
+            let mut w = cache.writer();
+            for (i, v) in rows.iter().enumerate() {
+                w.upsert(&(i as u32).to_be_bytes(), v).unwrap();
+            }
+            w.commit(1).unwrap();
+            cache
+        });
+        let (cv, pv) = (once[0].view(1).unwrap(), once[1].view(1).unwrap());
+        let query = awkward_rows(&mut rng, 1, dim).remove(0);
+        if !(metric == Metric::Cosine && query.iter().all(|&x| x == 0.0)) {
+            for k in [1, 10, 100] {
+                assert_eq!(
+                    cv.search(&query, k, 1).unwrap(),
+                    pv.search(&query, k, 1).unwrap(),
+                    "{metric} k{k} all visible"
+                );
+            }
+        }
         let [coded, plain] = both_caches(&rows, metric);
         for version in [1, 2] {
             let (cv, pv) = (coded.view(version).unwrap(), plain.view(version).unwrap());
@@ -235,8 +255,11 @@ fn a_coded_scan_returns_the_uncoded_scan() {
                         let got = cv.search(&query, k, threads).unwrap();
                         assert_eq!(got, want, "{metric} v{version} q{q} k{k} t{threads}");
                         let want = pv.search_mask(&query, k, threads, &plain_mask).unwrap();
-                        let got = cv.search_mask(&query, k, threads, &mask).unwrap();
+                        let (got, stats) = cv.search_mask_counted(&query, k, threads, &mask).unwrap();
                         assert_eq!(got, want, "{metric} v{version} q{q} k{k} t{threads} masked");
+                        if k == 10 {
+                            assert!(stats.rows_pruned > 0, "{metric} v{version} q{q}: {stats:?}");
+                        }
                     }
                 }
             }

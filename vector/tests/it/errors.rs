@@ -112,8 +112,18 @@ fn bad_queries_are_refused() {
         Err(Error::InvalidQuery { index: 1, .. })
     ));
     assert_eq!(view.search_batch(&[], 3, 1).unwrap(), Vec::<Vec<_>>::new());
-    // k larger than the data is fine.
+    // k larger than the data is fine, with row codes too (whose bounds
+    // keep the k smallest: never sized by k).
     assert_eq!(view.search(&q, usize::MAX, 2).unwrap().len(), 1);
+    let coded = VectorCache::with_config(CacheConfig::new(3, Metric::L2).codes(true)).unwrap();
+    let mut w = coded.writer();
+    w.upsert(b"a", &[1.0, 0.0, 0.0]).unwrap();
+    w.commit(1).unwrap();
+    let view = coded.view(1).unwrap();
+    let mut all = RowMask::new(view.row_count());
+    all.set(slate_vector::RowId(0));
+    assert_eq!(view.search(&q, usize::MAX, 2).unwrap().len(), 1);
+    assert_eq!(view.search_mask(&q, usize::MAX, 1, &all).unwrap().len(), 1);
 }
 
 #[test]
