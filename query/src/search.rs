@@ -314,6 +314,11 @@ impl CostModel {
     /// order, `k·(1 + ln(c/k))` (79 for 10,000 rows at k = 10, where the
     /// sweep's calibration counted 37).
     pub fn survivors(c: f64, k: f64) -> f64 {
+        // Up to k rows, no cap forms: all of them are read (and none of
+        // the logarithm's values below 1, or its -inf at 0).
+        if c <= k.max(1.0) {
+            return c.max(0.0);
+        }
         (k * (1.0 + (c / k.max(1.0)).ln())).min(c)
     }
 
@@ -351,7 +356,7 @@ impl CostModel {
     /// rows keeping `k`: the smallest count `c` at which gathering (or
     /// bitmap-scanning) `c` candidates costs at least as much as a lazy scan
     /// whose filter matches `c` of the `n` rows. Gather and bitmap cost at
-    /// least `c * (candidate + min(code_row, gather_row, mask_row))` and a lazy scan's
+    /// least `c * (candidate + min(code_row, gather_row, mask_row, mask_code))` and a lazy scan's
     /// cost falls as more rows
     /// match, so once an index holds more than `c` entries a scan is the
     /// cheapest plan, and counting further only costs time.
@@ -359,7 +364,12 @@ impl CostModel {
         let (nf, kf) = (n as f64, k as f64);
         let index_wins = |c: u64| {
             let c = c as f64;
-            c * (self.candidate + self.code_row.min(self.gather_row).min(self.mask_row))
+            c * (self.candidate
+                + self
+                    .code_row
+                    .min(self.gather_row)
+                    .min(self.mask_row)
+                    .min(self.mask_code))
                 < nf + Self::lazy_checks(nf, c / nf, kf) * self.doc_check
         };
         // `index_wins` is monotone (true, then false) in c: binary search.
@@ -875,6 +885,7 @@ pub fn search(
                 view.search_mask_lazy(&spec.query, spec.k, spec.threads, &mask, &check)?
             };
             explain.rows_scanned = stats.rows_scanned;
+            explain.rows_pruned = stats.rows_pruned;
             explain.heap_pushes = stats.heap_pushes;
             hits
         }
@@ -1110,12 +1121,47 @@ mod tests {
         }
     }
 
+    /// A write transaction on `db` that replaced document `id` of `c` by `doc`.
+    fn replaced(db: &slate_core::Database, id: i32, doc: Document) -> slate_core::WriteTxn<'_> {
+        let mut txn = db.begin_write().expect("begin");
+        let read = txn.collection("c").expect("read");
+        let key = read
+            .get_by_id(&Part::none(), &Bson::Int32(id))
+            .expect("get")
+            .expect("there")
+            .key
+            .into_owned();
+        drop(read);
+        txn.replace_key("c", &key, doc).expect("replace");
+        txn
+    }
+
+    /// The ids each strategy finds nearest `[0, 0]` in `v` under `{a: 1}`.
+    fn ids_by_strategy(read: &CollectionRead<'_>) -> Vec<(Strategy, Vec<Bson>)> {
+        [Strategy::Gather, Strategy::Bitmap, Strategy::Scan, Strategy::Auto]
+            .into_iter()
+            .map(|strategy| {
+                let spec = SearchSpec {
+                    field: "v".into(),
+                    query: vec![0.0, 0.0],
+                    k: 10,
+                    threads: 1,
+                    filter: Some(Filter::parse(&bson::doc! { "a": 1 }).expect("filter")),
+                    strategy,
+                    ..Default::default()
+                };
+                let (hits, _) = search(read, &[Part::none()], &spec).expect("search");
+                (strategy, hits.into_iter().map(|h| h.id).collect())
+            })
+            .collect()
+    }
+
     #[test]
     fn a_write_transactions_search_checks_documents_its_index_answered() {
         // The committed row is tagged a = 1; the transaction changed its
         // document to a = 2: an exact index answer from the last commit's
         // tags must still be checked against the transaction's document.
-        use slate_core::{store::MemoryStore, CollectionConfig, Database, Metric, Part};
+        use slate_core::{store::MemoryStore, CollectionConfig, Database, Metric};
         let db = Database::open(std::sync::Arc::new(MemoryStore::new())).expect("open");
         db.create_collection(CollectionConfig::new("c").index("a").vector("v", 2, Metric::L2))
             .expect("create");
@@ -1123,30 +1169,10 @@ mod tests {
         txn.insert("c", bson::doc! { "_id": 1, "a": 1, "v": [1.0, 0.0] })
             .expect("insert");
         txn.commit().expect("commit");
-        let mut txn = db.begin_write().expect("begin");
-        let read = txn.collection("c").expect("read");
-        let key = read
-            .get_by_id(&Part::none(), &Bson::Int32(1))
-            .expect("get")
-            .expect("there")
-            .key
-            .into_owned();
-        drop(read);
-        txn.replace_key("c", &key, bson::doc! { "_id": 1, "a": 2, "v": [1.0, 0.0] })
-            .expect("replace");
+        let mut txn = replaced(&db, 1, bson::doc! { "_id": 1, "a": 2, "v": [1.0, 0.0] });
         let own = txn.collection("c").expect("read");
-        for strategy in [Strategy::Gather, Strategy::Bitmap, Strategy::Scan, Strategy::Auto] {
-            let spec = SearchSpec {
-                field: "v".into(),
-                query: vec![0.0, 0.0],
-                k: 10,
-                threads: 1,
-                filter: Some(Filter::parse(&bson::doc! { "a": 1 }).expect("filter")),
-                strategy,
-                ..Default::default()
-            };
-            let (hits, _) = search(&own, &[Part::none()], &spec).expect("search");
-            assert!(hits.is_empty(), "{strategy}: {hits:?}");
+        for (strategy, ids) in ids_by_strategy(&own) {
+            assert!(ids.is_empty(), "{strategy}: {ids:?}");
         }
         // The other way: a document the transaction changed into the
         // filter's range is found by every strategy, though the last
@@ -1155,31 +1181,10 @@ mod tests {
         txn.insert("c", bson::doc! { "_id": 2, "a": 2, "v": [2.0, 0.0] })
             .expect("insert");
         txn.commit().expect("commit");
-        let mut txn = db.begin_write().expect("begin");
-        let read = txn.collection("c").expect("read");
-        let key = read
-            .get_by_id(&Part::none(), &Bson::Int32(2))
-            .expect("get")
-            .expect("there")
-            .key
-            .into_owned();
-        drop(read);
-        txn.replace_key("c", &key, bson::doc! { "_id": 2, "a": 1, "v": [2.0, 0.0] })
-            .expect("replace");
+        let txn = replaced(&db, 2, bson::doc! { "_id": 2, "a": 1, "v": [2.0, 0.0] });
         let own = txn.collection("c").expect("read");
-        for strategy in [Strategy::Gather, Strategy::Bitmap, Strategy::Scan, Strategy::Auto] {
-            let spec = SearchSpec {
-                field: "v".into(),
-                query: vec![0.0, 0.0],
-                k: 10,
-                threads: 1,
-                filter: Some(Filter::parse(&bson::doc! { "a": 1 }).expect("filter")),
-                strategy,
-                ..Default::default()
-            };
-            let (hits, _) = search(&own, &[Part::none()], &spec).expect("search");
-            let got: Vec<Bson> = hits.into_iter().map(|h| h.id).collect();
-            assert_eq!(got, [Bson::Int32(2)], "{strategy}");
+        for (strategy, ids) in ids_by_strategy(&own) {
+            assert_eq!(ids, [Bson::Int32(2)], "{strategy}");
         }
     }
 
@@ -1228,6 +1233,21 @@ mod tests {
     }
 
     #[test]
+    fn a_masked_scan_of_few_rows_costs_at_least_its_set_up() {
+        // No candidates, or fewer than k: every one read, none of the
+        // logarithm's negative values (an empty match once priced -inf,
+        // and auto ran a bitmap over every task for it).
+        let model = CostModel::for_dim(384);
+        for c in [0.0, 1.0, 5.0, 10.0] {
+            assert_eq!(CostModel::survivors(c, 10.0), c);
+            let cost = model.masked(100_000.0, c, 10.0);
+            assert!(cost.is_finite() && cost >= 196.0 * model.mask_task, "{c}: {cost}");
+            assert!(model.gathered(c, 10.0) < cost, "{c}: gather is cheaper");
+        }
+        assert!(CostModel::survivors(1_000.0, 10.0) < 1_000.0);
+    }
+
+    #[test]
     fn count_cap_is_where_a_scan_becomes_cheapest() {
         for (n, k, dim) in [
             (100_000u64, 10usize, 384usize),
@@ -1242,16 +1262,26 @@ mod tests {
             // cost; one entry below it they are still cheaper.
             let (nf, kf) = (n as f64, k as f64);
             let scan = |c: f64| nf + CostModel::lazy_checks(nf, c / nf, kf) * model.doc_check;
-            let floor =
-                |c: f64| c * (model.candidate + model.code_row.min(model.gather_row).min(model.mask_row));
+            let floor = |c: f64| {
+                c * (model.candidate
+                    + model
+                        .code_row
+                        .min(model.gather_row)
+                        .min(model.mask_row)
+                        .min(model.mask_code))
+            };
             if cap > 64 {
                 assert!(floor(cap as f64) >= scan(cap as f64), "n {n}");
                 assert!(floor((cap - 1) as f64) < scan((cap - 1) as f64), "n {n}");
             }
         }
-        // At 100k × 384 a scan wins past about a third of the rows, so a
-        // half-matching index is counted only that far.
+        // At 100k × 384 with row codes (an exact bitmap bounds a candidate
+        // for about a fifth of a row) a scan wins past about half of the
+        // rows, so an index is counted that far; without codes, past a
+        // third.
         let cap = CostModel::for_dim(384).count_cap(100_000, 10);
+        assert!((40_000..55_000).contains(&cap), "{cap}");
+        let cap = CostModel::for_dim(384).without_codes().count_cap(100_000, 10);
         assert!((25_000..45_000).contains(&cap), "{cap}");
     }
 }

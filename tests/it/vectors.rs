@@ -242,6 +242,7 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
     // With row codes, gather prunes rows by their bounds: the same hits.
     for (db, codes) in dbs.iter().flat_map(|db| [(db, false), (db, true)]) {
         let mut pruned = 0;
+        let mut bitmap_pruned = 0;
         let coll = db
             .create_collection(
                 CollectionConfig::new(if codes { "coded" } else { "h" })
@@ -289,6 +290,9 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
                         );
                         assert!(explain.rows_pruned <= explain.rows_scanned);
                         pruned += explain.rows_pruned;
+                        if explain.strategy == Strategy::Bitmap {
+                            bitmap_pruned += explain.rows_pruned;
+                        }
                         // Written in this process, every row carries its
                         // tags: a single-index filter's candidates come
                         // from them, not from the index.
@@ -302,6 +306,12 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
             }
         }
         assert_eq!(pruned > 0, codes, "rows pruned: {pruned}");
+        // An exact index's bitmap bounds its rows by their codes too.
+        assert_eq!(
+            bitmap_pruned > 0,
+            codes,
+            "rows pruned by bitmaps: {bitmap_pruned}"
+        );
     }
 }
 

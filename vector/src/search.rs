@@ -491,21 +491,14 @@ impl CacheView {
             }
             return;
         };
-        // Under a mask, only its rows: found a word at a time, in blocks.
-        let mut picked = [0u32; TASK_ROWS];
-        for start in (0..seg.len()).step_by(TASK_ROWS) {
-            let end = (start + TASK_ROWS).min(seg.len());
-            let mut m = 0;
-            mask.for_each_in(base + start..base + end, |row| {
-                picked[m] = (row - base) as u32;
-                m += 1;
-            });
-            with_lookahead(
-                &picked[..m],
-                |i| seg.prefetch(i as usize, check, SCATTERED_LINES),
-                |i| visit(i as usize),
-            );
-        }
+        // Under a mask, only its rows.
+        for_each_masked(
+            mask,
+            base,
+            seg.len(),
+            |i| seg.prefetch(i, check, SCATTERED_LINES),
+            visit,
+        );
     }
 }
 
@@ -569,22 +562,13 @@ impl CacheView {
             // In order: the hardware prefetcher follows.
             None => (0..seg.len()).for_each(&mut bound_row),
             // Scattered: each masked row's code is asked for a few ahead.
-            Some(mask) => {
-                let mut picked = [0u32; TASK_ROWS];
-                for start in (0..seg.len()).step_by(TASK_ROWS) {
-                    let end = (start + TASK_ROWS).min(seg.len());
-                    let mut m = 0;
-                    mask.for_each_in(base + start..base + end, |row| {
-                        picked[m] = (row - base) as u32;
-                        m += 1;
-                    });
-                    with_lookahead(
-                        &picked[..m],
-                        |i| self.snap.prefetch_code(base + i as usize, check),
-                        |i| bound_row(i as usize),
-                    );
-                }
-            }
+            Some(mask) => for_each_masked(
+                mask,
+                base,
+                seg.len(),
+                |i| self.snap.prefetch_code(base + i, check),
+                &mut bound_row,
+            ),
         }
         // The cap only fell: rows kept early may be ruled out now.
         kept.retain(|(_, b)| b.is_none_or(|b| !cap.rules_out(&b)));
@@ -611,6 +595,28 @@ impl CacheView {
                 }
             },
         );
+    }
+}
+
+/// Calls `visit` on the segment rows (`0..len`, row `base + i` of the view)
+/// that `mask` holds, in order, found a word at a time in blocks, each
+/// asked of `prefetch` a few rows ahead.
+fn for_each_masked(
+    mask: &RowMask,
+    base: usize,
+    len: usize,
+    prefetch: impl Fn(usize),
+    mut visit: impl FnMut(usize),
+) {
+    let mut picked = [0u32; TASK_ROWS];
+    for start in (0..len).step_by(TASK_ROWS) {
+        let end = (start + TASK_ROWS).min(len);
+        let mut m = 0;
+        mask.for_each_in(base + start..base + end, |row| {
+            picked[m] = (row - base) as u32;
+            m += 1;
+        });
+        with_lookahead(&picked[..m], |i| prefetch(i as usize), |i| visit(i as usize));
     }
 }
 
