@@ -309,6 +309,18 @@ impl CostModel {
             + Self::survivors(c, k) * self.mask_row
     }
 
+    /// The threads a masked scan of `c` of `n` rows gains from, of `par`:
+    /// with codes, a task holding a few masked rows is too little work to
+    /// share (in the README's demo on two threads, a 1% mask ran no faster
+    /// than on one), so tasks under 64 masked rows count for less.
+    pub fn masked_par(&self, n: f64, c: f64, par: f64) -> f64 {
+        if self.mask_code.is_infinite() {
+            return par;
+        }
+        let per_task = c / (n / slate_vector::SCAN_TASK_ROWS as f64).ceil().max(1.0);
+        1.0 + (par - 1.0).max(0.0) * (per_task / 64.0).min(1.0)
+    }
+
     /// Rows of `c` whose codes cannot rule them out of the `k` nearest:
     /// at most about as many as would enter a top-k heap fed in random
     /// order, `k·(1 + ln(c/k))` (79 for 10,000 rows at k = 10, where the
@@ -779,7 +791,10 @@ pub fn search(
     };
     let cold = CostModel::cold_mask_rows(n, cand) * model.mask_cold;
     let bitmap_cost = if exact {
-        Some(cand * model.candidate + (n * model.mask_skip + model.masked(n, cand, k)) / par)
+        Some(
+            cand * model.candidate
+                + (n * model.mask_skip + model.masked(n, cand, k)) / model.masked_par(n, cand, par),
+        )
     } else if indexed {
         Some(
             cand * model.candidate
