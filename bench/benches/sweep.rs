@@ -31,7 +31,8 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
     eprintln!(
         "calibration at {} x {}: row {:.1} ns; in rows: doc_check {:.2} (model {:.2}), doc_scan {:.2} \
          (model {:.2}), gather_row {:.2} (model {:.2}), code_row {:.2} (model {:.2}; {:.0} rows of the 10% gather \
-         survived, model {:.0}), mask_row {:.2} (model {:.2}), mask_cold {:.2} (model {:.2}), mask_skip {:.4} (model {:.4})",
+         survived, model {:.0}), mask_row {:.2} (model {:.2}), mask_cold {:.2} (model {:.2}), mask_skip {:.4} (model {:.4}), \
+         with codes: mask_task {:.2} (model {:.2}), mask_code {:.2} (model {:.2}), mask_code_sparse {:.2} (model {:.2})",
         config.n,
         config.dim,
         cal.row_nanos,
@@ -50,7 +51,13 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
         cal.mask_cold,
         model.mask_cold,
         cal.mask_skip,
-        model.mask_skip
+        model.mask_skip,
+        cal.mask_task,
+        model.mask_task,
+        cal.mask_code,
+        model.mask_code,
+        cal.mask_code_sparse,
+        model.mask_code_sparse
     );
 }
 

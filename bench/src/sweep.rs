@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
 use ordered_float::OrderedFloat;
 use simsimd::SpatialSimilarity;
+use slate::query::CostModel;
 use slate::{CollectionConfig, Db, Metric, SearchExplain, Strategy, VectorField};
 use slate_vector::{CacheConfig, CacheView, RowId, RowMask, VectorCache};
 
@@ -441,11 +442,12 @@ impl SweepData {
             Ok(())
         })?);
         let row = all / n;
-        // A skipped row: a masked scan of the reference over an empty mask.
-        let view = self.reference.view(1)?;
-        let empty = RowMask::new(view.row_count());
+        // A skipped row: a masked scan over an empty mask (of the copy
+        // without codes, as the masked rows below: with codes each task
+        // also sets up its code pass, measured apart).
+        let empty = RowMask::new(uncoded_view.row_count());
         let skipped = secs(time_qps(q, t, |_, query| {
-            view.search_mask(query, self.config.k, 1, &empty)?;
+            uncoded_view.search_mask(query, self.config.k, 1, &empty)?;
             Ok(())
         })?);
         // A candidate: gather over an exact 10% filter pays a posting-list
@@ -471,8 +473,13 @@ impl SweepData {
             uncoded_view.search_rows(query, self.config.k, &ten_rows[i % ten_rows.len()])?;
             Ok(())
         })?);
+        // A masked row read: the copy without codes scanned under the same
+        // windows' masks (its rows lie where the sweep's cache has them).
+        let ten_masks: Vec<RowMask> = (0..windows(0.1))
+            .map(|w| self.window(0.1, true, w).mask)
+            .collect();
         let masked = secs(time_qps(q, t, |i, query| {
-            self.slate(query, ten(i), Strategy::Bitmap)?;
+            uncoded_view.search_mask(query, self.config.k, 1, &ten_masks[i % ten_masks.len()])?;
             Ok(())
         })?);
         // (One-sided filters below, as when the document constants were first
@@ -498,10 +505,39 @@ impl SweepData {
         let sparse_rows =
             sparse.iter().map(|w| w.rows.len()).sum::<usize>().max(1) as f64 / sparse.len() as f64;
         let sparse_masked = secs(time_qps(q, t, |i, query| {
-            view.search_mask(query, self.config.k, 1, &sparse[i % sparse.len()].mask)?;
+            uncoded_view.search_mask(query, self.config.k, 1, &sparse[i % sparse.len()].mask)?;
             Ok(())
         })?);
         let mask_row = ((masked - skipped) / cands / row).max(0.0);
+        // Slate's exact bitmap with codes (when the sweep keeps them): at
+        // 0.01% (ten rows) it is mostly the tasks' set-up, at 100% mostly a
+        // code per row read in order, at 1% codes read scattered; each
+        // beyond the skips and the survivors' reads (`CostModel`'s form).
+        let bitmap_at = |s: f64| -> Result<(f64, f64), Box<dyn std::error::Error>> {
+            let filters: Vec<Document> = (0..windows(s)).map(|w| filter_for(s, true, w)).collect();
+            let (_, ex) = self.slate_explain(&q[0], &filters[0], Strategy::Bitmap)?;
+            let time = secs(time_qps(q, t, |i, query| {
+                self.slate(query, &filters[i % filters.len()], Strategy::Bitmap)?;
+                Ok(())
+            })?);
+            Ok((time, ex.rows_scanned as f64))
+        };
+        let k = self.config.k as f64;
+        let tasks = (n / slate_vector::SCAN_TASK_ROWS as f64).ceil();
+        let beyond = |time: f64, c: f64| (time - skipped) / row - CostModel::survivors(c, k) * mask_row;
+        let (mask_task, mask_code, mask_code_sparse) = if self.config.codes {
+            let (few, c_few) = bitmap_at(0.0001)?;
+            let (all_rows, c_all) = bitmap_at(1.0)?;
+            let (one, c_one) = bitmap_at(0.01)?;
+            let task = (beyond(few, c_few) / tasks).max(0.0);
+            let dense = ((beyond(all_rows, c_all) - tasks * task) / c_all.max(1.0)).max(0.0);
+            let sparse_factor = (1.0 - c_one / n).clamp(0.0, 1.0).powi(4).max(1e-9);
+            let sparse =
+                (((beyond(one, c_one) - tasks * task) / c_one.max(1.0) - dense) / sparse_factor).max(0.0);
+            (task, dense, sparse)
+        } else {
+            (f64::NAN, f64::NAN, f64::NAN)
+        };
         Ok(Calibration {
             mask_cold: ((sparse_masked - skipped) / sparse_rows / row - mask_row).max(0.0),
             row_nanos: row * 1e9,
@@ -510,6 +546,9 @@ impl SweepData {
             code_row: ((gather - outright / cands * survivors) / cands / row).max(0.0),
             survivors,
             mask_row,
+            mask_task,
+            mask_code,
+            mask_code_sparse,
             doc_check: ((scan - all) / (lazy.docs_checked.max(1) as f64) / row).max(0.0),
             doc_scan: raw / n / row,
         })
@@ -633,6 +672,13 @@ pub struct Calibration {
     pub mask_row: f64,
     /// A masked row read cold, beyond `mask_row` (a mask at 0.1%).
     pub mask_cold: f64,
+    /// An exact bitmap scan's set-up per scan task with row codes (NaN when
+    /// the sweep keeps no codes).
+    pub mask_task: f64,
+    /// A masked row bounded from its code, the mask dense (100%).
+    pub mask_code: f64,
+    /// What a masked row's code costs more at a sparse mask (1%).
+    pub mask_code_sparse: f64,
     /// A row gathered from the row tags under an exact filter: its tag
     /// entry, its visibility check and its distance, on a row read from
     /// wherever it lies (the sweep's rows are written in-process, so they

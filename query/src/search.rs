@@ -245,10 +245,10 @@ impl CostModel {
             gather_row: 1.55,
             code_row: CODE_ROW,
             // Codes, like distances, cost in proportion to `dim`: not scaled.
-            mask_code: 0.21,
-            mask_code_sparse: 0.32,
+            mask_code: 0.31,
+            mask_code_sparse: 0.46,
             // A fixed time per task: scaled.
-            mask_task: 0.86 * scale,
+            mask_task: 0.68 * scale,
         }
     }
 
@@ -295,9 +295,10 @@ impl CostModel {
     /// code per masked row (dearer as the mask thins and its rows scatter),
     /// and the [`survivors`](Self::survivors) read. Without codes, every
     /// masked row is read (`mask_row`, and `mask_cold` for those read cold).
-    /// The code constants were fitted to one run of the sweep's bitmap at
-    /// commit a37d15a's successor (100k × 384, one thread: 3.07 ms at 100%,
-    /// 1.84 at 50%, 556 µs at 10%, 120 at 1%, 44 at 0.1%, a row 141 ns).
+    /// The code constants are the medians of three calibrations
+    /// (`SweepData::calibrate`, 100k × 384, one thread, a row 141–143 ns):
+    /// `mask_task` 0.46–0.88, `mask_code` 0.29–0.35, `mask_code_sparse`
+    /// 0.24–0.57 rows.
     pub fn masked(&self, n: f64, c: f64, k: f64) -> f64 {
         if self.mask_code.is_infinite() {
             return c * self.mask_row + Self::cold_mask_rows(n, c) * self.mask_cold;
