@@ -7,8 +7,10 @@
 mod collection;
 
 use std::io::{BufReader, BufWriter, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -24,6 +26,13 @@ pub use collection::{RemoteCollection, RemoteFind, RemoteSearch, RemoteSearchBat
 /// Largest reply frame a client accepts by default: 256 MiB.
 pub const DEFAULT_CLIENT_MAX_FRAME_BYTES: usize = 256 << 20;
 
+/// How long a client waits to connect, by default: 10 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client waits on one read or write of a call, by default:
+/// 120 s.
+pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Options for connecting; each setter states its default.
 #[derive(Debug, Clone)]
 #[must_use]
@@ -31,9 +40,28 @@ pub struct ClientBuilder {
     addr: String,
     token: Option<Vec<u8>>,
     max_frame_bytes: usize,
+    connect_timeout: Duration,
+    io_timeout: Option<Duration>,
 }
 
 impl ClientBuilder {
+    /// How long to wait for the connection to open, for each address `addr`
+    /// resolves to. Default 10 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a call waits on one read or write (a silent or stalled
+    /// server, a partitioned network): past it the call fails with
+    /// `Error::Connection`, and so do later calls on this connection, whose
+    /// replies could no longer be told apart. `None` waits forever; a zero
+    /// duration is read as `None`. Default 120 s.
+    pub fn io_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.io_timeout = timeout.filter(|t| !t.is_zero());
+        self
+    }
+
     /// Presents `token` first (servers started with one require it). Default: none.
     pub fn auth_token(mut self, token: impl Into<Vec<u8>>) -> Self {
         self.token = Some(token.into());
@@ -52,8 +80,33 @@ impl ClientBuilder {
             addr: self.addr.clone(),
             reason,
         };
-        let stream = TcpStream::connect(&self.addr).map_err(|e| conn_err(format!("cannot connect: {e}")))?;
+        let addrs = self
+            .addr
+            .to_socket_addrs()
+            .map_err(|e| conn_err(format!("cannot resolve: {e}")))?;
+        let mut last = None;
+        let mut stream = None;
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, self.connect_timeout.max(Duration::from_millis(1))) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let stream = stream.ok_or_else(|| {
+            conn_err(match last {
+                Some(e) => format!("cannot connect: {e}"),
+                None => "cannot connect: the address resolves to nothing".into(),
+            })
+        })?;
         let _ = stream.set_nodelay(true);
+        // Socket options: the reading clone below shares them.
+        stream
+            .set_read_timeout(self.io_timeout)
+            .and_then(|()| stream.set_write_timeout(self.io_timeout))
+            .map_err(|e| conn_err(format!("setting timeouts: {e}")))?;
         let reader = stream.try_clone().map_err(|e| conn_err(e.to_string()))?;
         let client = Client {
             inner: Arc::new(Inner {
@@ -65,6 +118,7 @@ impl ClientBuilder {
                     next_id: 1,
                     broken: None,
                 }),
+                holder: Mutex::new(None),
             }),
         };
         if let Some(token) = self.token {
@@ -83,11 +137,30 @@ struct Conn {
     broken: Option<String>,
 }
 
+/// Marks the thread inside a call until dropped (also by a panic).
+struct Holding<'a>(&'a Mutex<Option<ThreadId>>);
+
+impl<'a> Holding<'a> {
+    fn new(holder: &'a Mutex<Option<ThreadId>>, me: ThreadId) -> Self {
+        *holder.lock().unwrap_or_else(|p| p.into_inner()) = Some(me);
+        Holding(holder)
+    }
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     addr: String,
     max_frame_bytes: usize,
     conn: Mutex<Conn>,
+    /// The thread inside a call, which must not start another on this
+    /// connection (from a `for_each` callback): it would wait on itself.
+    holder: Mutex<Option<ThreadId>>,
 }
 
 /// A connection to a Slate server. Cheap to clone; clones share the connection.
@@ -108,6 +181,8 @@ impl Client {
             addr: addr.into(),
             token: None,
             max_frame_bytes: DEFAULT_CLIENT_MAX_FRAME_BYTES,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            io_timeout: Some(DEFAULT_IO_TIMEOUT),
         }
     }
 
@@ -131,15 +206,48 @@ impl Client {
         args: &A,
         mut on_frame: impl FnMut(&[u8]) -> Result<bool>,
     ) -> Result<()> {
-        let mut conn = self.inner.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let me = std::thread::current().id();
+        if *self.inner.holder.lock().unwrap_or_else(|p| p.into_inner()) == Some(me) {
+            return Err(Error::Server {
+                kind: ErrorKind::BadRequest,
+                message: format!(
+                    "{op:?} called from inside a call on the same client (a for_each callback): \
+                     it would wait on itself; use another client, or collect first"
+                ),
+            });
+        }
+        let mut conn = self.inner.conn.lock().unwrap_or_else(|p| {
+            // A call panicked (in a for_each callback) with its answer half
+            // read: what comes next on the stream belongs to it.
+            let mut conn = p.into_inner();
+            conn.broken
+                .get_or_insert_with(|| "an earlier call panicked while reading its answer".into());
+            conn
+        });
         if let Some(reason) = &conn.broken {
             return Err(self.conn_err(format!("connection unusable after an earlier error: {reason}")));
         }
         let id = conn.next_id;
         conn.next_id += 1;
+        let _holding = Holding::new(&self.inner.holder, me);
         let result = self.exchange_on(&mut conn, id, op, args, &mut on_frame);
-        if let Err(Error::Connection { reason, .. }) = &result {
-            conn.broken = Some(reason.clone());
+        match &result {
+            Err(Error::Connection { reason, .. }) => conn.broken = Some(reason.clone()),
+            // The server closes the connection after these.
+            Err(Error::Server { kind, message })
+                if matches!(
+                    kind,
+                    ErrorKind::Unauthorized
+                        | ErrorKind::Internal
+                        | ErrorKind::Busy
+                        | ErrorKind::FrameTooLarge
+                        | ErrorKind::BadFrame
+                        | ErrorKind::TruncatedFrame
+                ) =>
+            {
+                conn.broken = Some(format!("{message} ({kind})"));
+            }
+            _ => {}
         }
         result
     }
@@ -175,8 +283,17 @@ impl Client {
                         message: err.message,
                     });
                 }
-                // Id 0: the server refused the connection or a frame and closed it.
-                return Err(self.conn_err(format!("{} ({})", err.message, err.kind)));
+                // Id 0: the server refused the connection or a frame and
+                // closed it. A refusal the caller can act on keeps its kind
+                // (busy: retry later; frame_too_large: a smaller request);
+                // a garbled or cut stream is a connection error.
+                if matches!(kind, ErrorKind::BadFrame | ErrorKind::TruncatedFrame) {
+                    return Err(self.conn_err(format!("{} ({})", err.message, err.kind)));
+                }
+                return Err(Error::Server {
+                    kind,
+                    message: err.message,
+                });
             }
             if head.id != id {
                 return Err(self.conn_err(format!("answer for request {} while waiting for {id}", head.id)));

@@ -623,7 +623,11 @@ fn connections_beyond_the_limit_are_refused_busy() {
     b.ping().unwrap();
     let c = Client::connect(addr.clone()).unwrap();
     let err = c.ping().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
     assert!(err.to_string().contains("busy"), "{err}");
+    // The server closed that connection: later calls say so at once.
+    let err = c.ping().unwrap_err();
+    assert!(err.to_string().contains("unusable"), "{err}");
     drop(a);
     // The slot frees once the server sees the close; then a new client gets in.
     let mut tries = 0;
@@ -1035,4 +1039,64 @@ fn cli_find_count_and_search_over_server_print_what_they_print_on_db() {
     assert!(status.success(), "SIGTERM stops the server cleanly: {status}");
     // The database closed cleanly and opens again.
     assert_eq!(stdout_of(&["count", "--db", db, "--collection", "c"]), "300\n");
+}
+
+/// A server that accepts and then never answers: a call gives up after the
+/// client's I/O timeout, with a connection error, and the client stays
+/// failed (a late answer could no longer be matched).
+#[test]
+fn a_silent_server_times_out() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let holder = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        drop(stream);
+    });
+    let client = Client::builder(addr)
+        .io_timeout(Some(std::time::Duration::from_millis(300)))
+        .connect()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let err = client.ping().unwrap_err();
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    assert!(client.ping().unwrap_err().to_string().contains("unusable"));
+    holder.join().unwrap();
+}
+
+/// A call made from inside a `for_each` callback on the same client is
+/// refused at once (it would wait on its own connection), and the find
+/// goes on; a call from another client works.
+#[test]
+fn a_call_inside_for_each_is_refused_not_deadlocked() {
+    let db = Db::memory();
+    let coll = db.create_collection(CollectionConfig::new("c")).unwrap();
+    coll.insert_many((0..5i64).map(|i| doc! { "_id": i })).unwrap();
+    let server = Server::start(db, ServerConfig::new("127.0.0.1:0")).unwrap();
+    let addr = server.local_addr().to_string();
+    let client = Client::connect(addr.clone()).unwrap();
+    let other = Client::connect(addr).unwrap();
+    let remote = client.collection("c").unwrap();
+    let elsewhere = other.collection("c").unwrap();
+    let mut seen = 0;
+    let mut refused = 0;
+    remote
+        .find(doc! {})
+        .for_each(|_| {
+            seen += 1;
+            match remote.count(doc! {}) {
+                Err(e) if e.to_string().contains("inside a call") => refused += 1,
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+            assert_eq!(elsewhere.count(doc! {}).unwrap(), 5);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!((seen, refused), (5, 5));
+    assert_eq!(remote.count(doc! {}).unwrap(), 5, "the client is still usable");
 }
