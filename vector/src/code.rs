@@ -24,6 +24,9 @@
 //! both are exact, so they give the same bounds.
 #![allow(unsafe_code)]
 
+use std::collections::BinaryHeap;
+
+use ordered_float::OrderedFloat;
 use simsimd::SpatialSimilarity;
 
 use crate::metric::Metric;
@@ -234,6 +237,71 @@ impl Cap {
         } else {
             (b.hi < self.cap).then_some(b.hi)
         }
+    }
+}
+
+/// Rows bounded from their codes one at a time, for the `k` nearest with
+/// nothing to check: the `k` smallest upper bounds (below a cap known
+/// beforehand, if any) cap the k-th distance, and a row whose lower bound
+/// exceeds the cap cannot enter. Used by gather and the coded scans.
+pub(crate) struct Pruner<'q, T> {
+    code: &'q QueryCode,
+    k: usize,
+    cap: Cap,
+    /// The k smallest upper bounds below the cap (a max-heap; not sized by
+    /// k, which may exceed the rows by far).
+    highs: BinaryHeap<OrderedFloat<f64>>,
+    kept: Vec<(T, Option<RowBound>)>,
+    seen: u64,
+}
+
+impl<'q, T: Copy> Pruner<'q, T> {
+    /// For the `k` nearest to `code`'s query, under `known` (a bound on the
+    /// k-th distance already, or infinite); room for `capacity` survivors.
+    pub(crate) fn new(code: &'q QueryCode, k: usize, known: f64, capacity: usize) -> Self {
+        let mut cap = Cap::new(code);
+        if known.is_finite() {
+            cap.set(known);
+        }
+        Pruner {
+            code,
+            k,
+            cap,
+            highs: BinaryHeap::new(),
+            kept: Vec::with_capacity(capacity),
+            seen: 0,
+        }
+    }
+
+    /// Bounds visible row `row` from its code (`None`, or no bound, as for
+    /// a zero vector under cosine: the row is kept, to be read).
+    pub(crate) fn offer(&mut self, row: T, code: Option<(&[i8], &CodeMeta)>) {
+        self.seen += 1;
+        let Some(b) = code.and_then(|(codes, meta)| self.code.row(codes, meta)) else {
+            self.kept.push((row, None));
+            return;
+        };
+        if let Some(hi) = self.cap.below(&b) {
+            self.highs.push(OrderedFloat(hi));
+            if self.highs.len() > self.k {
+                self.highs.pop();
+            }
+            if let (true, Some(top)) = (self.highs.len() == self.k, self.highs.peek()) {
+                self.cap.set(top.0);
+            }
+        }
+        if !self.cap.rules_out(&b) {
+            self.kept.push((row, Some(b)));
+        }
+    }
+
+    /// The rows offered that the final cap cannot rule out (the cap only
+    /// fell, so rows kept early may be ruled out now), in the order
+    /// offered, and how many rows were offered.
+    pub(crate) fn survivors(mut self) -> (Vec<T>, u64) {
+        let cap = self.cap;
+        self.kept.retain(|(_, b)| b.is_none_or(|b| !cap.rules_out(&b)));
+        (self.kept.into_iter().map(|(row, _)| row).collect(), self.seen)
     }
 }
 

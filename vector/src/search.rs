@@ -6,13 +6,10 @@
 //! another, whatever the thread count.
 
 use std::cell::Cell;
-use std::collections::BinaryHeap;
 use std::num::NonZeroUsize;
 use std::ops::{Add, Range};
 
-use ordered_float::OrderedFloat;
-
-use crate::code::{Cap, QueryCode, RowBound};
+use crate::code::{Cap, Pruner, QueryCode};
 use crate::error::{Error, Result};
 use crate::metric::check_vector;
 use crate::row::{RowId, RowMask};
@@ -350,11 +347,7 @@ impl CacheView {
         stats: &mut SearchStats,
     ) -> Vec<RowId> {
         let code = QueryCode::new(self.metric(), query);
-        // The k smallest upper bounds so far (a max-heap); the largest caps
-        // the k-th distance once there are k.
-        let mut highs: BinaryHeap<OrderedFloat<f64>> = BinaryHeap::with_capacity(k + 1);
-        let mut cap = Cap::new(&code);
-        let mut kept: Vec<(RowId, Option<RowBound>)> = Vec::with_capacity(rows.len().min(16 * k));
+        let mut pruner = Pruner::new(&code, k, f64::INFINITY, rows.len().min(16 * k));
         with_lookahead(
             rows,
             |row| self.snap.prefetch_code(row.index(), check),
@@ -365,31 +358,13 @@ impl CacheView {
                 if check && !seg.visible(0, self.version) {
                     return;
                 }
-                stats.rows_scanned += 1;
-                // No bound (a zero vector under cosine): the row is read.
-                let Some(bound) = seg.code(0).and_then(|(codes, meta)| code.row(codes, meta)) else {
-                    kept.push((row, None));
-                    return;
-                };
-                if let Some(hi) = cap.below(&bound) {
-                    highs.push(OrderedFloat(hi));
-                    if highs.len() > k {
-                        highs.pop();
-                    }
-                    if highs.len() == k {
-                        if let Some(top) = highs.peek() {
-                            cap.set(top.0);
-                        }
-                    }
-                }
-                if !cap.rules_out(&bound) {
-                    kept.push((row, Some(bound)));
-                }
+                pruner.offer(row, seg.code(0));
             },
         );
-        kept.retain(|(_, bound)| bound.is_none_or(|b| !cap.rules_out(&b)));
+        let (kept, seen) = pruner.survivors();
+        stats.rows_scanned += seen;
         stats.rows_pruned = stats.rows_scanned - kept.len() as u64;
-        kept.into_iter().map(|(row, _)| row).collect()
+        kept
     }
 
     fn scan(
@@ -453,9 +428,6 @@ impl CacheView {
         let Some(seg) = self.snap.segment(range) else {
             return;
         };
-        if let Some(code) = coded {
-            return self.scan_coded(query, code, &seg, filters.mask, shared, top, stats);
-        }
         let kernel = self.metric().kernel();
         let base = seg.base();
         // `top.bound()` or a smaller one another task published, cached: a
@@ -463,6 +435,37 @@ impl CacheView {
         // after their distance and no id, filter or heap access.
         let mut bound = top.bound().min(shared.get());
         let check = !self.all_visible();
+        // With codes and nothing to check, a first pass bounds each row (of
+        // the segment, or under the mask) from its code, and only the rows
+        // the cap cannot rule out are visited below, as gather does. Exact,
+        // rounding included: a row is ruled out only when its distance, as
+        // the kernel computes it, must exceed the cap.
+        let survivors = coded.map(|code| {
+            let mut pruner = Pruner::new(code, top.k(), f64::from(bound), 0);
+            let mut bound_row = |i: usize| {
+                if !check || seg.visible(i, self.version) {
+                    pruner.offer(i as u32, seg.code(i));
+                }
+            };
+            match filters.mask {
+                // In order: the hardware prefetcher follows.
+                None => (0..seg.len()).for_each(&mut bound_row),
+                // Scattered: each masked row's code is asked for a few ahead.
+                Some(mask) => for_each_masked(
+                    mask,
+                    base,
+                    seg.len(),
+                    |i| self.snap.prefetch_code(base + i, check),
+                    &mut bound_row,
+                ),
+            }
+            let (kept, seen) = pruner.survivors();
+            // The survivors count as scanned when visited.
+            let pruned = seen - kept.len() as u64;
+            stats.rows_scanned += pruned;
+            stats.rows_pruned += pruned;
+            kept
+        });
         let mut visit = |i: usize| {
             let row = RowId((base + i) as u32);
             if check && !seg.visible(i, self.version) {
@@ -482,6 +485,14 @@ impl CacheView {
                 bound = top.bound().min(shared.get());
             }
         };
+        if let Some(kept) = survivors {
+            with_lookahead(
+                &kept,
+                |i| seg.prefetch(i as usize, check, SCATTERED_LINES),
+                |i| visit(i as usize),
+            );
+            return;
+        }
         // As in gather, the loads of a row a few ahead overlap this row's
         // distance.
         let Some(mask) = filters.mask else {
@@ -498,102 +509,6 @@ impl CacheView {
             seg.len(),
             |i| seg.prefetch(i, check, SCATTERED_LINES),
             visit,
-        );
-    }
-}
-
-impl CacheView {
-    /// [`scan_range`](Self::scan_range) with row codes and nothing to check
-    /// (every row of `seg`, or those under `mask`): a first pass bounds each
-    /// row from its code, the `k` smallest upper bounds (and the heap's bound) cap
-    /// the k-th distance, and only the rows the cap cannot rule out have
-    /// their vectors read, as gather does. Exact, rounding included: a
-    /// row is ruled out only when its distance, as the kernel computes it,
-    /// must exceed the cap.
-    #[allow(clippy::too_many_arguments)]
-    fn scan_coded<'v>(
-        &'v self,
-        query: &[f32],
-        code: &QueryCode,
-        seg: &crate::arena::Segment<'v>,
-        mask: Option<&RowMask>,
-        shared: &SharedBound,
-        top: &mut TopK<'v>,
-        stats: &mut SearchStats,
-    ) {
-        let kernel = self.metric().kernel();
-        let base = seg.base();
-        let check = !self.all_visible();
-        let k = top.k();
-        let mut cap = Cap::new(code);
-        let known = f64::from(top.bound().min(shared.get()));
-        if known.is_finite() {
-            cap.set(known);
-        }
-        // The k smallest upper bounds below the cap (a max-heap; not sized
-        // by k, which may exceed the rows by far).
-        let mut highs: BinaryHeap<OrderedFloat<f64>> = BinaryHeap::new();
-        let mut kept: Vec<(u32, Option<RowBound>)> = Vec::new();
-        let mut seen = 0u64;
-        let mut bound_row = |i: usize| {
-            if check && !seg.visible(i, self.version) {
-                return;
-            }
-            seen += 1;
-            // No bound (a zero vector under cosine): the row is read.
-            let Some(b) = seg.code(i).and_then(|(codes, meta)| code.row(codes, meta)) else {
-                kept.push((i as u32, None));
-                return;
-            };
-            if let Some(hi) = cap.below(&b) {
-                highs.push(OrderedFloat(hi));
-                if highs.len() > k {
-                    highs.pop();
-                }
-                if let (true, Some(top)) = (highs.len() == k, highs.peek()) {
-                    cap.set(top.0);
-                }
-            }
-            if !cap.rules_out(&b) {
-                kept.push((i as u32, Some(b)));
-            }
-        };
-        match mask {
-            // In order: the hardware prefetcher follows.
-            None => (0..seg.len()).for_each(&mut bound_row),
-            // Scattered: each masked row's code is asked for a few ahead.
-            Some(mask) => for_each_masked(
-                mask,
-                base,
-                seg.len(),
-                |i| self.snap.prefetch_code(base + i, check),
-                &mut bound_row,
-            ),
-        }
-        // The cap only fell: rows kept early may be ruled out now.
-        kept.retain(|(_, b)| b.is_none_or(|b| !cap.rules_out(&b)));
-        stats.rows_scanned += seen;
-        stats.rows_pruned += seen - kept.len() as u64;
-        let mut bound = top.bound().min(shared.get());
-        with_lookahead(
-            &kept,
-            |(i, _)| seg.prefetch(i as usize, check, SCATTERED_LINES),
-            |(i, _)| {
-                let i = i as usize;
-                let distance = kernel(query, seg.vector(i));
-                if distance > bound {
-                    return;
-                }
-                bound = bound.min(shared.get());
-                if distance > bound {
-                    return;
-                }
-                let row = RowId((base + i) as u32);
-                if offer(top, stats, None, distance, seg.id(i), row) {
-                    shared.offer(top);
-                    bound = top.bound().min(shared.get());
-                }
-            },
         );
     }
 }
