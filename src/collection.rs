@@ -288,8 +288,8 @@ impl Collection {
                 // `{org: {id: ..}}` for `org.id`), the partition's value
                 // joins it: the inserted document takes it, and it matches
                 // nothing more inside the partition.
-                let seeded =
-                    slate_query::equality_seed(&filter).is_ok_and(|seed| value_at(&seed, &key).is_some());
+                let seeded = slate_query::equality_seed(&filter)
+                    .is_ok_and(|seed| slate_core::get_path(&seed, &key).is_some());
                 if !seeded {
                     filter = if filter.is_empty() {
                         bson::doc! { key: value.clone() }
@@ -362,17 +362,4 @@ fn decode_full<T: DeserializeOwned>(
 ) -> Result<T> {
     let decoded = read.deserialize_full_with::<T>(mat, raw)?;
     Ok(decoded.map_err(|e| crate::find::decode_error::<T>(raw, e))?)
-}
-
-/// The value at dot path `path` in `doc`, through nested documents.
-fn value_at<'d>(doc: &'d Document, path: &str) -> Option<&'d Bson> {
-    let mut parts = path.split('.');
-    let mut value = doc.get(parts.next()?)?;
-    for part in parts {
-        match value {
-            Bson::Document(d) => value = d.get(part)?,
-            _ => return None,
-        }
-    }
-    Some(value)
 }

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::keys;
 use crate::store::{Direction, KeyRange, Snapshot};
-use crate::value::{project_path, to_bson, Materializer};
+use crate::value::{is_under, project_path, to_bson, Materializer};
 use crate::vectors::{VectorSet, VectorView};
 use crate::{Database, Error, Result};
 
@@ -858,12 +858,6 @@ fn top_level_values<'r>(
         .map(|v| ("_id", v))
         .into_iter()
         .chain(found.into_iter().flatten()))
-}
-
-/// Whether dot path `path` lies strictly under dot path `parent` (`m.emb`
-/// under `m`).
-fn is_under(path: &str, parent: &str) -> bool {
-    path.len() > parent.len() && path.starts_with(parent) && path.as_bytes()[parent.len()] == b'.'
 }
 
 fn project_top_level(m: &mut Materializer, raw: &RawDocument, fields: &[String]) -> Result<Document> {

@@ -6,6 +6,7 @@
 //! string, `$push` onto a non-array).
 
 use bson::{doc, Bson, Document, RawDocumentBuf};
+use slate_core::value::{array_index, is_under};
 
 use crate::filter::Filter;
 
@@ -138,7 +139,7 @@ impl Update {
         }
         for (i, (a, op, _)) in actions.iter().enumerate() {
             for (b, _, _) in &actions[..i] {
-                if a == b || a.starts_with(&format!("{b}.")) || b.starts_with(&format!("{a}.")) {
+                if a == b || is_under(a, b) || is_under(b, a) {
                     return Err(UpdateError::PathConflict {
                         op: (*op).to_owned(),
                         path: a.clone(),
@@ -235,15 +236,6 @@ fn check_path(op: &str, path: &str) -> Result<(), UpdateError> {
         return Err(bad(format!("{components} path components, at most {most}")));
     }
     Ok(())
-}
-
-/// A path component read as an array position: digits without a leading
-/// zero (MongoDB's numeric path components).
-fn position(part: &str) -> Option<usize> {
-    let canonical = !part.is_empty()
-        && part.bytes().all(|b| b.is_ascii_digit())
-        && (part == "0" || !part.starts_with('0'));
-    canonical.then(|| part.parse().ok()).flatten()
 }
 
 /// Where a path's last component lives: a field of a document, or a
@@ -353,7 +345,7 @@ fn walk<'d>(
         };
         slot = match value {
             Some(Bson::Document(d)) => Slot::Field(d, part.to_owned()),
-            Some(Bson::Array(a)) => match position(part) {
+            Some(Bson::Array(a)) => match array_index(part) {
                 Some(i) if create && i >= a.len() && i >= MAX_PAD => {
                     return Err(conflict(format!("position {i} is past {MAX_PAD}")))
                 }
@@ -485,8 +477,7 @@ pub fn equality_seed(filter: &Document) -> Result<Document, UpdateError> {
         check_path("upsert", path)?;
         let mut repeated = false;
         for &(earlier, first) in &equalities[..i] {
-            let nested = path.strip_prefix(earlier).is_some_and(|r| r.starts_with('.'))
-                || earlier.strip_prefix(path).is_some_and(|r| r.starts_with('.'));
+            let nested = is_under(path, earlier) || is_under(earlier, path);
             if nested || (earlier == path && !values_equal(first, value)) {
                 return Err(UpdateError::PathConflict {
                     op: "upsert".into(),

@@ -36,7 +36,10 @@ pub use encoding::{decode_value, encode_id, encode_id_into, encode_key_value, en
 pub use materialize::{to_bson, Materializer, RawResult};
 pub use nesting::{nested_deeper_than, MAX_NESTING};
 pub use order::{bracket, compare, TypeBracket};
-pub use path::{index_values, lookup_path, visit_path, visit_sort_path, FieldPath, LeafArrays, PathValue};
+pub use path::{
+    array_index, index_values, is_under, lookup_path, visit_path, visit_sort_path, FieldPath, LeafArrays,
+    PathValue,
+};
 pub(crate) use project::{pick_top_level, project_path};
 pub use serialize::{to_bytes, to_shared_bytes};
 

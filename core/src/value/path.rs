@@ -33,6 +33,21 @@ struct Part {
     index: Option<usize>,
 }
 
+/// Path component `part` read as an array position: digits without a
+/// leading zero (MongoDB's numeric path components); `None` otherwise.
+pub fn array_index(part: &str) -> Option<usize> {
+    let canonical = !part.is_empty()
+        && part.bytes().all(|b| b.is_ascii_digit())
+        && (part == "0" || !part.starts_with('0'));
+    canonical.then(|| part.parse().ok()).flatten()
+}
+
+/// Whether dot path `path` lies strictly under dot path `parent` (`m.emb`
+/// under `m`, not `mx` under `m`).
+pub fn is_under(path: &str, parent: &str) -> bool {
+    path.len() > parent.len() && path.starts_with(parent) && path.as_bytes()[parent.len()] == b'.'
+}
+
 impl FieldPath {
     /// Parses `a.b.c`. Errors on an empty path, an empty component or a NUL byte.
     pub fn parse(dotted: &str) -> Result<FieldPath> {
@@ -52,12 +67,10 @@ impl FieldPath {
             if piece.is_empty() {
                 return Err(bad("empty path component"));
             }
-            let canonical =
-                piece.bytes().all(|b| b.is_ascii_digit()) && (piece == "0" || !piece.starts_with('0'));
             parts.push(Part {
                 start,
                 end: start + piece.len(),
-                index: if canonical { piece.parse().ok() } else { None },
+                index: array_index(piece),
             });
             start += piece.len() + 1;
         }
