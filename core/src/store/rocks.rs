@@ -5,10 +5,10 @@
 //! a sequence lock so that a snapshot and its version always agree.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use rocksdb::{
@@ -30,8 +30,9 @@ type Db = rocksdb::DBWithThreadMode<MultiThreaded>;
 /// `'static` stands for the store's lifetime: see [`RocksStore::handles`].
 type Handle = Arc<BoundColumnFamily<'static>>;
 
-/// The handle of every column family, by name.
-type Handles = HashMap<String, Handle>;
+/// The handle of every column family, by name (in name order, as
+/// `list_cfs` gives them).
+type Handles = BTreeMap<String, Handle>;
 
 /// Options for opening a [`RocksStore`]; each setter states its default.
 #[derive(Debug, Clone)]
@@ -121,7 +122,7 @@ impl RocksStoreBuilder {
             cf_opts,
             write_opts,
             sync: self.sync,
-            cfs: RwLock::new(names),
+            changing: Mutex::new(()),
             seq: AtomicU64::new(0),
             writer: WriterGate::new(),
             poisoned: Mutex::new(None),
@@ -132,8 +133,9 @@ impl RocksStoreBuilder {
 
 /// A [`Store`] on RocksDB. See [`RocksStore::builder`].
 pub struct RocksStore {
-    /// Every column family's handle, swapped whole when one is created or
-    /// dropped, and held by each snapshot taken meanwhile. Declared before
+    /// Every column family's handle (the store's list of them), swapped
+    /// whole when one is created or dropped, and held by each snapshot taken
+    /// meanwhile. Declared before
     /// `db`, so the store drops its handles before it closes the database;
     /// a snapshot borrows the store, so it drops its own earlier still:
     /// no handle outlives the database, which is what `'static` in
@@ -144,7 +146,8 @@ pub struct RocksStore {
     cf_opts: Options,
     write_opts: WriteOptions,
     sync: bool,
-    cfs: RwLock<BTreeSet<String>>,
+    /// Held while a column family is created or dropped: one at a time.
+    changing: Mutex<()>,
     /// Sequence lock over the commit version: `2 * version`, plus one while a
     /// commit is being written. Versions count commits since this handle opened.
     seq: AtomicU64,
@@ -191,11 +194,8 @@ impl RocksStore {
 
     /// Writes every column family's memtable to SST files.
     pub fn flush(&self) -> Result<()> {
-        let names: Vec<String> = self.list_cfs();
-        for name in names {
-            if let Some(cf) = self.db.cf_handle(&name) {
-                self.db.flush_cf(&cf)?;
-            }
+        for cf in self.handles.load().values() {
+            self.db.flush_cf(cf)?;
         }
         Ok(())
     }
@@ -211,6 +211,14 @@ impl RocksStore {
             Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
             None => Ok(()),
         }
+    }
+
+    /// Replaces the handle map by a changed copy (snapshots keep the old
+    /// one); under `changing`.
+    fn change_handles(&self, change: impl FnOnce(&mut Handles)) {
+        let mut handles = Handles::clone(&self.handles.load());
+        change(&mut handles);
+        self.handles.store(Arc::new(handles));
     }
 
     /// `batch` as RocksDB's write batch; reads (the end of an open range)
@@ -304,24 +312,23 @@ impl Store for RocksStore {
 
     fn create_cf(&self, name: &str) -> Result<()> {
         check_cf_name(name)?;
-        let mut cfs = self.cfs.write().unwrap_or_else(|e| e.into_inner());
-        if cfs.contains(name) {
+        let _changing = self.changing.lock().unwrap_or_else(|e| e.into_inner());
+        if self.handles.load().contains_key(name) {
             return Err(Error::ColumnFamilyExists {
                 name: name.to_owned(),
             });
         }
         self.db.create_cf(name, &self.cf_opts)?;
         let handle = unbind(self.cf(name)?);
-        let mut handles = Handles::clone(&self.handles.load());
-        handles.insert(name.to_owned(), handle);
-        self.handles.store(Arc::new(handles));
-        cfs.insert(name.to_owned());
+        self.change_handles(|handles| {
+            handles.insert(name.to_owned(), handle);
+        });
         Ok(())
     }
 
     fn drop_cf(&self, name: &str) -> Result<()> {
-        let mut cfs = self.cfs.write().unwrap_or_else(|e| e.into_inner());
-        if !cfs.contains(name) {
+        let _changing = self.changing.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.handles.load().contains_key(name) {
             return Err(Error::UnknownColumnFamily {
                 name: name.to_owned(),
             });
@@ -334,16 +341,14 @@ impl Store for RocksStore {
             self.db.flush_wal(true)?;
         }
         self.db.drop_cf(name)?;
-        let mut handles = Handles::clone(&self.handles.load());
-        handles.remove(name);
-        self.handles.store(Arc::new(handles));
-        cfs.remove(name);
+        self.change_handles(|handles| {
+            handles.remove(name);
+        });
         Ok(())
     }
 
     fn list_cfs(&self) -> Vec<String> {
-        let cfs = self.cfs.read().unwrap_or_else(|e| e.into_inner());
-        cfs.iter().cloned().collect()
+        self.handles.load().keys().cloned().collect()
     }
 
     fn write_lock(&self) -> WriteGuard<'_> {
