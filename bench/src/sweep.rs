@@ -523,7 +523,7 @@ impl SweepData {
             Ok((time, ex.rows_scanned as f64))
         };
         let k = self.config.k as f64;
-        let tasks = (n / slate_vector::SCAN_TASK_ROWS as f64).ceil();
+        let tasks = CostModel::scan_tasks(n);
         let beyond = |time: f64, c: f64| (time - skipped) / row - CostModel::survivors(c, k) * mask_row;
         let (mask_task, mask_code, mask_code_sparse) = if self.config.codes {
             let (few, c_few) = bitmap_at(0.0001)?;

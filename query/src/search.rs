@@ -303,11 +303,16 @@ impl CostModel {
         if self.mask_code.is_infinite() {
             return c * self.mask_row + Self::cold_mask_rows(n, c) * self.mask_cold;
         }
-        let tasks = (n / slate_vector::SCAN_TASK_ROWS as f64).ceil();
         let sparse = (1.0 - c / n.max(1.0)).clamp(0.0, 1.0).powi(4);
-        tasks * self.mask_task
+        Self::scan_tasks(n) * self.mask_task
             + c * (self.mask_code + sparse * self.mask_code_sparse)
             + Self::survivors(c, k) * self.mask_row
+    }
+
+    /// The scan tasks ([`SCAN_TASK_ROWS`](slate_vector::SCAN_TASK_ROWS)
+    /// rows each) `n` rows make.
+    pub fn scan_tasks(n: f64) -> f64 {
+        (n / slate_vector::SCAN_TASK_ROWS as f64).ceil()
     }
 
     /// The threads a masked scan of `c` of `n` rows gains from, of `par`:
@@ -318,7 +323,7 @@ impl CostModel {
         if self.mask_code.is_infinite() {
             return par;
         }
-        let per_task = c / (n / slate_vector::SCAN_TASK_ROWS as f64).ceil().max(1.0);
+        let per_task = c / Self::scan_tasks(n).max(1.0);
         1.0 + (par - 1.0).max(0.0) * (per_task / 64.0).min(1.0)
     }
 
@@ -730,7 +735,7 @@ pub fn search(
                 multikey: false,
                 ..
             }),
-        ) if !read.in_write_txn() => filter.is_exact_on(field),
+        ) if !checker.in_txn => filter.is_exact_on(field),
         _ => false,
     };
     let selectivity = match (&spec.filter, &source) {
