@@ -474,34 +474,27 @@ fn vector_codes_prune_a_gather_and_change_no_hit() {
         }
         ok(&args);
     }
-    // Vectors of another size into the same field: refused before any insert.
     let wider = dir.path().join("w.f32");
     std::fs::write(&wider, vec![0u8; n * (dim + 1) * 4]).expect("write");
     let dim1 = (dim + 1).to_string();
-    let err = fails(&[
-        "load",
-        "--db",
-        s(&db),
-        "--collection",
-        "plain",
-        "--docs",
-        s(&docs),
-        "--vectors",
-        s(&wider),
-        "--vector-field",
-        "v",
-        "--dim",
-        &dim1,
-        "--quiet",
-    ]);
-    assert!(err.contains(&format!("holds {dim}-dimensional vectors")), "{err}");
-    // Another metric, or codes the field does not keep: refused too, naming
-    // the field's own setting.
-    let refused: [(&[&str], &str); 2] = [
-        (&["--metric", "cosine"], "compares \"v\" by l2, not cosine"),
-        (&["--vector-codes"], "keeps no codes"),
+    // Vectors of another size, another metric, or codes the field does not
+    // keep: refused before any insert, naming the field's own setting.
+    let refused = [
+        (&wider, &dim1, &[][..], format!("holds {dim}-dimensional vectors")),
+        (
+            &vectors,
+            &dim_s,
+            &["--metric", "cosine"][..],
+            "compares \"v\" by l2, not cosine".to_owned(),
+        ),
+        (
+            &vectors,
+            &dim_s,
+            &["--vector-codes"][..],
+            "keeps no codes".to_owned(),
+        ),
     ];
-    for (extra, want) in refused {
+    for (file, dim_arg, extra, want) in refused {
         let mut args = vec![
             "load",
             "--db",
@@ -511,16 +504,16 @@ fn vector_codes_prune_a_gather_and_change_no_hit() {
             "--docs",
             s(&docs),
             "--vectors",
-            s(&vectors),
+            s(file),
             "--vector-field",
             "v",
             "--dim",
-            &dim_s,
+            dim_arg,
             "--quiet",
         ];
         args.extend_from_slice(extra);
         let err = fails(&args);
-        assert!(err.contains(want), "{err}");
+        assert!(err.contains(&want), "{err}");
     }
     let search = |collection: &str, explain: bool| {
         let mut args = vec![
