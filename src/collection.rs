@@ -253,6 +253,10 @@ impl Collection {
         }
         let refs: Vec<&[u8]> = spans.iter().map(|&(s, e)| &bytes[s..e]).collect();
         let found = read.get_keys(&refs)?;
+        if parts.is_empty() {
+            // No partition addressed: each (valid) id is absent.
+            return Ok(ids.iter().map(|_| None).collect());
+        }
         Materializer::with_thread_local(|mat| -> Result<Vec<Option<T>>> {
             let mut out = Vec::with_capacity(ids.len());
             for per_id in found.chunks(parts.len().max(1)) {

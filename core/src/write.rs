@@ -616,6 +616,16 @@ impl<'db> WriteTxn<'db> {
     /// Refuses `p` as a new document outside `parts`.
     fn check_partition(&self, config: &CollectionConfig, parts: Option<&[Part]>, p: &Prepared) -> Result<()> {
         let collection = config.name.as_str();
+        if parts.is_some_and(<[Part]>::is_empty) {
+            // `[]` addresses nothing, in a collection partitioned or not:
+            // no new document lies inside it.
+            return Err(Error::InvalidPartition {
+                reason: format!(
+                    "the document {} of {collection:?} is written through a handle that addresses no partition",
+                    show(&p.id)
+                ),
+            });
+        }
         if let (Some(parts), Some(key)) = (parts, &config.partition_key) {
             if !parts.iter().any(|part| part.0 == p.part) {
                 return Err(Error::InvalidPartition {

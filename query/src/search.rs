@@ -644,6 +644,10 @@ pub fn search(
         estimated_by: "none",
         ..Default::default()
     };
+    if parts.is_empty() {
+        // `partitions: []` addresses nothing, partitioned collection or not.
+        return Ok((Vec::new(), explain));
+    }
 
     // With every index's entries on the rows as tags, candidates come from
     // the tags (a fraction of an index read each), and so do the estimates:
@@ -1074,6 +1078,13 @@ pub fn search_batch(
                 search(read, parts, &spec).map(|(h, _)| h)
             })
             .collect();
+    }
+    if parts.is_empty() {
+        slate_vector::check_batch(queries, view.dim())?;
+        if k == 0 {
+            return Err(slate_vector::Error::ZeroK.into());
+        }
+        return Ok(vec![Vec::new(); queries.len() / view.dim().max(1)]);
     }
     let all = view.search_batch(queries, k, threads)?;
     // One marker read for the batch, not one a query.

@@ -423,6 +423,68 @@ fn a_partition_handle_on_an_unpartitioned_collection_writes_nothing() {
 }
 
 #[test]
+fn no_partitions_address_nothing_in_an_unpartitioned_collection() {
+    use slate::query::Strategy;
+    use slate::{Metric, VectorField};
+    for t in backends() {
+        let b = t.backend;
+        let coll =
+            t.db.create_collection(
+                CollectionConfig::new("plain")
+                    .index("name")
+                    .vector_field_config(VectorField::new("v", 2, Metric::L2)),
+            )
+            .expect("create");
+        let docs = (0..20).map(|i| doc! { "_id": i, "name": "a", "v": [f64::from(i), 0.0] });
+        coll.insert_many(docs).expect("insert");
+        let none = coll.partitions(Vec::new());
+
+        // Upserts write nothing (they used to insert a second "a").
+        assert_invalid_partition(
+            none.update_one(doc! { "name": "a" }, doc! { "$set": { "x": 1 } }, true),
+            "no partition",
+            b,
+        );
+        assert_invalid_partition(
+            none.replace_one(doc! { "name": "a" }, doc! { "name": "a" }, true),
+            "not partitioned",
+            b,
+        );
+        assert_eq!(coll.count(doc! {}).expect("count"), 20, "[{b}]");
+
+        // Reads find nothing; get_many keeps one answer per id.
+        let got = none
+            .get_many(&[Bson::Int32(1), Bson::Int32(2), Bson::Int32(99)])
+            .expect("get_many");
+        assert_eq!(got, vec![None, None, None], "[{b}]");
+        assert_eq!(none.get(1).expect("get"), None, "[{b}]");
+        assert_eq!(none.count(doc! {}).expect("count"), 0, "[{b}]");
+        for strategy in [Strategy::Auto, Strategy::Scan, Strategy::Gather, Strategy::Bitmap] {
+            let hits = none
+                .search("v", &[0.0, 0.0])
+                .k(5)
+                .filter(doc! { "name": "a" })
+                .strategy(strategy)
+                .run()
+                .expect("search");
+            assert!(hits.is_empty(), "[{b}] {strategy:?}: {hits:?}");
+        }
+        let unfiltered = none.search("v", &[0.0, 0.0]).k(5).run().expect("search");
+        assert!(unfiltered.is_empty(), "[{b}] unfiltered: {unfiltered:?}");
+        let batch = none
+            .search_batch("v", &[0.0, 0.0, 1.0, 0.0], 5, 0, None)
+            .expect("batch");
+        assert_eq!(batch, vec![Vec::new(), Vec::new()], "[{b}]");
+        // The whole collection, for contrast, has hits.
+        assert_eq!(
+            coll.search("v", &[0.0, 0.0]).k(5).run().expect("search").len(),
+            5,
+            "[{b}]"
+        );
+    }
+}
+
+#[test]
 fn a_scoped_insert_compares_partitions_as_keys_and_follows_dotted_keys() {
     for t in backends() {
         let b = t.backend;
