@@ -28,7 +28,9 @@ impl Vectors {
 
 /// Reads `.fvecs` (each row: little-endian i32 dimension, then that many
 /// f32) or raw little-endian f32 rows of `dim` (any other extension).
-pub fn read_vectors(path: &Path, dim: Option<usize>) -> Result<Vectors, CliError> {
+/// `dim` is the dimension the rows must have, with what says so (for the
+/// message when they do not).
+pub fn read_vectors(path: &Path, dim: Option<(usize, &str)>) -> Result<Vectors, CliError> {
     let mut bytes = Vec::new();
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -65,17 +67,15 @@ pub fn read_vectors(path: &Path, dim: Option<usize>) -> Result<Vectors, CliError
             at += 4 + 4 * d;
             row += 1;
         }
-        let file_dim = file_dim.unwrap_or(dim.unwrap_or(1));
-        if let Some(want) = dim {
+        let file_dim = file_dim.unwrap_or(dim.map_or(1, |(d, _)| d));
+        if let Some((want, why)) = dim {
             if want != file_dim {
-                return Err(bad(format!(
-                    "vectors have dimension {file_dim}, --dim says {want}"
-                )));
+                return Err(bad(format!("vectors have dimension {file_dim}, but {why}")));
             }
         }
         Ok(Vectors { dim: file_dim, rows })
     } else {
-        let dim = dim.ok_or_else(|| bad("raw f32 vectors need --dim".into()))?;
+        let (dim, _) = dim.ok_or_else(|| bad("raw f32 vectors need --dim".into()))?;
         if dim == 0 || bytes.len() % (4 * dim) != 0 {
             return Err(bad(format!(
                 "{} bytes is not a whole number of rows of {dim} f32",
@@ -122,13 +122,14 @@ pub struct LoadSpec {
 /// the database as it was.
 pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
     let start = Instant::now();
-    let vectors = match &spec.vectors {
-        Some(path) => Some(read_vectors(path, spec.dim)?),
-        None => None,
-    };
     if spec.vectors.is_some() != spec.vector_field.is_some() {
         return Err(CliError::Usage("--vectors and --vector-field go together".into()));
     }
+    let dim_flag = spec.dim.map(|d| format!("--dim says {d}"));
+    let vectors = match &spec.vectors {
+        Some(path) => Some(read_vectors(path, spec.dim.zip(dim_flag.as_deref()))?),
+        None => None,
+    };
     // Read and parse every document first: nothing is written for a bad file.
     let mut docs: Vec<Document> = Vec::new();
     // The file line of each document (blank lines are skipped), for messages.

@@ -352,6 +352,26 @@ fn prepare(target: &Target, preload: &Preload) -> Result<Db, CliError> {
     Ok(db)
 }
 
+/// Refuses, before anything is opened or loaded, the input that needs no
+/// database to be judged bad: a filter (its JSON and its operators), sort
+/// specs, partition values and projection paths. With `--db DIR --load
+/// FILE` the load commits before the query runs, so a query refused after
+/// it would leave the documents behind.
+fn precheck(
+    filter: &Option<String>,
+    sort: &[String],
+    partitions: &[String],
+    project: &Option<String>,
+) -> Result<(), CliError> {
+    slate::query::Filter::parse(&parse_filter(filter)?).map_err(slate::query::Error::from)?;
+    for spec in sort {
+        slate::query::SortField::parse(spec).map_err(|e| CliError::Input(format!("--sort {spec:?}: {e}")))?;
+    }
+    partition_values(partitions)?;
+    slate::query::check_projection(split_fields(project).as_deref())?;
+    Ok(())
+}
+
 fn parse_filter(filter: &Option<String>) -> Result<bson::Document, CliError> {
     match filter {
         None => Ok(bson::Document::new()),
@@ -380,11 +400,19 @@ fn collection(db: &Db, target: &Target, partitions: &[String]) -> Result<slate::
 
 fn print_doc(out: &mut impl Write, doc: bson::Document) -> Result<(), CliError> {
     let json = bson::Bson::Document(doc).into_relaxed_extjson();
-    writeln!(out, "{json}").map_err(|e| CliError::io(Path::new("<stdout>"), e))
+    writeln!(out, "{json}").map_err(stdout_err)
 }
 
 fn stdout_err(e: std::io::Error) -> CliError {
-    CliError::io(Path::new("<stdout>"), e)
+    CliError::io(Path::new(STDOUT), e)
+}
+
+const STDOUT: &str = "<stdout>";
+
+/// Whether `e` is stdout closed by its reader (`slate find ... | head`):
+/// the end of the output, not a failure.
+fn stdout_closed(e: &CliError) -> bool {
+    matches!(e, CliError::Io { path, source } if path == STDOUT && source.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 /// `find --server`: the same query sent to a server, printed the same way.
@@ -425,6 +453,7 @@ fn find(args: FindArgs) -> Result<(), CliError> {
     if let Some(coll) = remote(&args.target, &args.preload, &args.partitions)? {
         return find_remote(&coll, &args);
     }
+    precheck(&args.filter, &args.sort, &args.partitions, &args.project)?;
     let db = prepare(&args.target, &args.preload)?;
     let coll = collection(&db, &args.target, &args.partitions)?;
     let mut query = coll.find(parse_filter(&args.filter)?);
@@ -449,13 +478,14 @@ fn find(args: FindArgs) -> Result<(), CliError> {
     for doc in query.iter()? {
         print_doc(&mut out, doc.map_err(slate::Error::from)?)?;
     }
-    out.flush().map_err(|e| CliError::io(Path::new("<stdout>"), e))
+    out.flush().map_err(stdout_err)
 }
 
 fn count(args: CountArgs) -> Result<(), CliError> {
     let n = match remote(&args.target, &args.preload, &args.partitions)? {
         Some(coll) => coll.count(parse_filter(&args.filter)?)?,
         None => {
+            precheck(&args.filter, &[], &args.partitions, &None)?;
             let db = prepare(&args.target, &args.preload)?;
             let coll = collection(&db, &args.target, &args.partitions)?;
             coll.count(parse_filter(&args.filter)?)?
@@ -479,15 +509,21 @@ fn split_fields(p: &Option<String>) -> Option<Vec<String>> {
 }
 
 fn search_cmd(args: SearchArgs) -> Result<(), CliError> {
+    let strategy = args
+        .strategy
+        .parse()
+        .map_err(|e: slate::query::Error| CliError::Usage(e.to_string()))?;
+    if args.batch && args.filter.is_some() {
+        return Err(CliError::Usage(
+            "--batch runs unfiltered queries; drop --filter or --batch".into(),
+        ));
+    }
+    precheck(&args.filter, &[], &args.partitions, &args.project)?;
     let remote = remote(&args.target, &args.preload, &args.partitions)?;
     let db = match remote {
         Some(_) => None,
         None => Some(prepare(&args.target, &args.preload)?),
     };
-    let strategy = args
-        .strategy
-        .parse()
-        .map_err(|e: slate::query::Error| CliError::Usage(e.to_string()))?;
     let run = search::SearchRun {
         field: args.field,
         queries: args.queries,
@@ -531,8 +567,11 @@ fn serve(args: ServeArgs) -> Result<(), CliError> {
     if !addr.ip().is_loopback() && args.auth_token_file.is_none() {
         eprintln!("slate: warning: serving {addr} beyond loopback without --auth-token-file");
     }
-    println!("slate: serving {what} on {addr}");
-    std::io::stdout().flush().map_err(stdout_err)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "slate: serving {what} on {addr}")
+        .and_then(|()| out.flush())
+        .map_err(stdout_err)?;
+    drop(out);
     let signal = signals.forever().next();
     eprintln!(
         "slate: signal {}: finishing open requests, then stopping",
@@ -558,6 +597,9 @@ pub fn run() -> i32 {
     };
     match result {
         Ok(()) => 0,
+        // Rust ignores SIGPIPE: a reader that stopped early (`| head`)
+        // shows up as this error, and ends the output as SIGPIPE would.
+        Err(e) if stdout_closed(&e) => 0,
         Err(e) => {
             eprintln!("slate: error: {e}");
             match e {

@@ -26,7 +26,14 @@ pub struct SearchRun {
 fn hit_json(hit: &SearchHit) -> Value {
     let mut obj = serde_json::Map::new();
     obj.insert("_id".into(), hit.id.clone().into_relaxed_extjson());
-    obj.insert("distance".into(), json!(hit.distance));
+    // Relaxed extended JSON: a plain number, or `{"$numberDouble": ..}` for
+    // a distance that overflowed f32 (JSON has no infinity).
+    let distance = if hit.distance.is_finite() {
+        json!(hit.distance)
+    } else {
+        bson::Bson::Double(f64::from(hit.distance)).into_relaxed_extjson()
+    };
+    obj.insert("distance".into(), distance);
     for (k, v) in &hit.doc {
         // `_id` and `distance` are the hit's own (a projected field of
         // either name does not replace them).
@@ -112,12 +119,19 @@ pub fn run(coll: &impl Searchable, run: &SearchRun) -> Result<(), CliError> {
             config.name, run.field
         ))
     })?;
-    let queries = read_vectors(&run.queries, Some(field.dim))?;
+    let queries = read_vectors(
+        &run.queries,
+        Some((
+            field.dim,
+            &format!("field {:?} holds {}-dimensional vectors", run.field, field.dim),
+        )),
+    )?;
     let n = queries.len();
-    if run.batch && !run.filter.is_empty() {
-        return Err(CliError::Usage(
-            "--batch runs unfiltered queries; drop --filter or --batch".into(),
-        ));
+    // Every query is checked before the first answer is printed: a bad
+    // row refuses the run, named by its row, with nothing on stdout.
+    for i in 0..n {
+        slate::vector::check_vector(queries.row(i), field.dim)
+            .map_err(|e| CliError::Input(format!("{} query {i}: {e}", run.queries.display())))?;
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

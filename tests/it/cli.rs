@@ -564,3 +564,142 @@ fn vector_codes_prune_a_gather_and_change_no_hit() {
     assert!(coded.iter().all(|&p| p > 500), "{coded:?}");
     assert!(pruned(&search("plain", true)).iter().all(|&p| p == 0));
 }
+
+/// Two-dimensional vectors `rows` as raw little-endian f32.
+fn f32_file(path: &Path, rows: &[[f32; 2]]) {
+    let bytes: Vec<u8> = rows.iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(path, bytes).expect("write vectors");
+}
+
+#[test]
+fn bad_query_input_prints_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let docs = dir.path().join("docs.jsonl");
+    std::fs::write(
+        &docs,
+        jsonl(&(0..4).map(|i| format!("{{\"_id\": {i}}}")).collect::<Vec<_>>()),
+    )
+    .expect("write");
+    let vectors = dir.path().join("v.f32");
+    f32_file(&vectors, &[[0.0, 0.0], [1.0, 0.0], [1e20, 0.0], [2.0, 0.0]]);
+
+    // A query refused after `--load` used to find the load committed.
+    let bad_filter = r#"{"a": {"$foo": 1}}"#;
+    let loads = ["--db", s(&db), "--collection", "c", "--load", s(&docs), "--quiet"];
+    let queries = dir.path().join("q.f32");
+    f32_file(&queries, &[[0.0, 0.0]]);
+    for command in [
+        vec!["find", "--filter", bad_filter],
+        vec!["find", "--sort", "a:sideways"],
+        vec!["count", "--filter", bad_filter],
+        vec![
+            "search",
+            "--field",
+            "v",
+            "--queries",
+            s(&queries),
+            "--filter",
+            bad_filter,
+        ],
+    ] {
+        let mut args = command.clone();
+        args.extend_from_slice(&loads);
+        let err = fails(&args);
+        assert!(
+            err.contains("$foo") || err.contains("sideways"),
+            "{command:?}: {err}"
+        );
+        let err = fails(&["count", "--db", s(&db), "--collection", "c"]);
+        assert!(
+            err.contains("no database here"),
+            "{command:?} left a database: {err}"
+        );
+    }
+
+    ok(&[
+        "load",
+        "--db",
+        s(&db),
+        "--collection",
+        "c",
+        "--docs",
+        s(&docs),
+        "--vectors",
+        s(&vectors),
+        "--vector-field",
+        "v",
+        "--dim",
+        "2",
+        "--quiet",
+    ]);
+    fn search<'a>(db: &'a Path, queries: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec![
+            "search",
+            "--db",
+            s(db),
+            "--collection",
+            "c",
+            "--field",
+            "v",
+            "--queries",
+            s(queries),
+        ];
+        args.extend_from_slice(extra);
+        args
+    }
+    // A NaN in the third query: refused before the first two are printed,
+    // and named by its own row.
+    f32_file(&queries, &[[0.0, 0.0], [1.0, 0.0], [f32::NAN, 0.0]]);
+    let err = fails(&search(&db, &queries, &[]));
+    assert!(err.contains("query 2"), "{err}");
+    // No query at all still has its filter checked.
+    let empty = dir.path().join("empty.f32");
+    std::fs::write(&empty, b"").expect("write");
+    let err = fails(&search(&db, &empty, &["--filter", bad_filter]));
+    assert!(err.contains("$foo"), "{err}");
+    // .fvecs of another dimension: the field's, not a `--dim` search lacks.
+    let fvecs = dir.path().join("q.fvecs");
+    let row: Vec<u8> = 3i32.to_le_bytes().into_iter().chain([0u8; 12]).collect();
+    std::fs::write(&fvecs, row).expect("write");
+    let err = fails(&search(&db, &fvecs, &[]));
+    assert!(
+        err.contains("field \"v\" holds 2-dimensional vectors") && !err.contains("--dim"),
+        "{err}"
+    );
+
+    // A distance past f32's range is extended JSON's Infinity, not null.
+    f32_file(&queries, &[[-1e20, 0.0]]);
+    let out = parse_lines(&ok(&search(&db, &queries, &["--k", "1"])));
+    assert_eq!(
+        out[0]["hits"][0]["distance"],
+        json!({ "$numberDouble": "Infinity" }),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    use std::io::Read;
+    let l = loaded();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slate"))
+        .args(["find", "--db", s(&l.db()), "--collection", "c"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // One line read, then the pipe closed with most of the 2,000 documents
+    // (several pipe buffers) unwritten, as `| head -1` does.
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 64];
+    stdout.read_exact(&mut first).expect("read");
+    drop(stdout);
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
