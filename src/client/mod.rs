@@ -261,9 +261,24 @@ impl Client {
         on_frame: &mut impl FnMut(&[u8]) -> Result<bool>,
     ) -> Result<()> {
         let request = encode(&RequestOut { id, op, args }).map_err(|e| self.conn_err(e.to_string()))?;
-        write_frame(&mut conn.writer, &request)
-            .and_then(|()| conn.writer.flush())
-            .map_err(|e| self.conn_err(format!("sending {op:?}: {e}")))?;
+        if let Err(e) = write_frame(&mut conn.writer, &request).and_then(|()| conn.writer.flush()) {
+            // The server may have refused the request (frame_too_large) and
+            // closed before it was all sent: its reason, when it arrived,
+            // says more than the broken pipe.
+            if let Ok(Some(frame)) = read_frame(&mut conn.reader, self.inner.max_frame_bytes) {
+                if let Ok(IdAndErr {
+                    id: 0,
+                    err: Some(err),
+                }) = protocol::decode::<IdAndErr>(&frame)
+                {
+                    return Err(Error::Server {
+                        kind: ErrorKind::from_name(&err.kind),
+                        message: err.message,
+                    });
+                }
+            }
+            return Err(self.conn_err(format!("sending {op:?}: {e}")));
+        }
         loop {
             let frame = match read_frame(&mut conn.reader, self.inner.max_frame_bytes) {
                 Ok(Some(f)) => f,

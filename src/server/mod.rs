@@ -356,11 +356,18 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
             Ok(Some(frame)) => frame,
             Ok(None) => return Ok(()),
             Err(FrameError::Io(e)) => return Err(e),
-            Err(e @ FrameError::TooLarge { .. }) => {
-                return close(
+            Err(e @ FrameError::TooLarge { len, .. }) => {
+                // The payload is read and dropped (within bounds) so that
+                // the client finishes sending and reads this refusal: closing
+                // on unread bytes resets the connection, and the client
+                // would see only a broken pipe.
+                let err = WireError::new(ErrorKind::FrameTooLarge, e.to_string());
+                log::debug!("closing a connection: {}", err.message);
+                handler::reply::<protocol::Done>(&mut writer, 0, Err(err))?;
+                return finish_draining(
                     writer,
                     reader,
-                    WireError::new(ErrorKind::FrameTooLarge, e.to_string()),
+                    usize::try_from(len).unwrap_or(usize::MAX).min(MAX_DRAIN_BYTES),
                 );
             }
             Err(e @ FrameError::Truncated { .. }) => {
@@ -435,15 +442,30 @@ fn close(mut writer: BufWriter<TcpStream>, reader: BufReader<TcpStream>, err: Wi
 /// Flushes the last reply, sends FIN, and reads (briefly, boundedly) what the
 /// peer still sends: closing with unread input would reset the connection and
 /// could destroy the reply before the peer reads it.
-fn finish(mut writer: BufWriter<TcpStream>, mut reader: BufReader<TcpStream>) -> io::Result<()> {
+fn finish(writer: BufWriter<TcpStream>, reader: BufReader<TcpStream>) -> io::Result<()> {
+    finish_draining(writer, reader, 1 << 20)
+}
+
+/// The most a refused oversized frame is read for: its sender is then
+/// told why, rather than reset.
+const MAX_DRAIN_BYTES: usize = 64 << 20;
+
+/// [`finish`], reading up to `limit` bytes (at least 1 MiB), for at most a
+/// second plus a second per 16 MiB.
+fn finish_draining(
+    mut writer: BufWriter<TcpStream>,
+    mut reader: BufReader<TcpStream>,
+    limit: usize,
+) -> io::Result<()> {
     writer.flush()?;
     let stream = writer.get_ref();
     stream.shutdown(Shutdown::Write)?;
     stream.set_read_timeout(Some(Duration::from_millis(200)))?;
     let mut sink = [0u8; 8192];
     let mut drained = 0usize;
-    let deadline = std::time::Instant::now() + Duration::from_secs(1);
-    while drained < (1 << 20) && std::time::Instant::now() < deadline {
+    let limit = limit.max(1 << 20);
+    let deadline = std::time::Instant::now() + Duration::from_secs(1 + (limit >> 24) as u64);
+    while drained < limit && std::time::Instant::now() < deadline {
         match io::Read::read(&mut reader, &mut sink) {
             Ok(0) | Err(_) => break,
             Ok(n) => drained += n,

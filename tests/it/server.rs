@@ -486,6 +486,28 @@ fn requests_past_the_servers_limits_are_refused_before_they_run() {
     );
 }
 
+#[test]
+fn an_oversized_request_is_told_frame_too_large_and_writes_nothing() {
+    let db = Db::memory();
+    db.create_collection(CollectionConfig::new("c")).unwrap();
+    let server = serve(&db);
+    let client = connect(&server);
+    // About 8 MiB in one insert_many, twice the default 4 MiB bound.
+    let big = "x".repeat(100_000);
+    let docs: Vec<Document> = (0..80).map(|i| doc! { "_id": i, "s": big.clone() }).collect();
+    let err = client.collection("c").unwrap().insert_many(docs).unwrap_err();
+    // It used to surface as a broken pipe (a connection error): the caller
+    // could not tell that a smaller batch would do.
+    assert_eq!(err.kind(), ErrorKind::FrameTooLarge, "{err}");
+    assert!(err.to_string().contains("4194304"), "{err}");
+    assert_eq!(db.collection("c").unwrap().count(doc! {}).unwrap(), 0);
+    // The server closed that connection; a new one is served.
+    assert_eq!(
+        connect(&server).collection("c").unwrap().count(doc! {}).unwrap(),
+        0
+    );
+}
+
 fn doc_request() -> protocol::RequestOut<'static, FindArgs> {
     static ARGS: std::sync::OnceLock<FindArgs> = std::sync::OnceLock::new();
     protocol::RequestOut {
