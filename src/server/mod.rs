@@ -50,6 +50,10 @@ pub struct ServerConfig {
     /// hold the connection slots (zero refuses every such connection).
     /// Default 10 s.
     pub auth_timeout: Duration,
+    /// How long a shutdown waits for the requests under way to be answered
+    /// before it cuts their connections (a client reading a long `find`
+    /// slowly would otherwise hold it). Default 30 s.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +65,7 @@ impl Default for ServerConfig {
             max_connections: 128,
             idle_timeout: None,
             auth_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
@@ -103,6 +108,13 @@ impl ServerConfig {
     /// token is required. Default 10 s.
     pub fn auth_timeout(mut self, timeout: Duration) -> Self {
         self.auth_timeout = timeout;
+        self
+    }
+
+    /// Lets a shutdown wait `grace` for the requests under way before it
+    /// cuts their connections. Default 30 s.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
         self
     }
 }
@@ -192,12 +204,33 @@ impl Server {
         for stream in conns.values() {
             let _ = stream.shutdown(Shutdown::Read);
         }
+        let deadline = std::time::Instant::now().checked_add(self.shared.config.shutdown_grace);
+        let mut cut = false;
         while !conns.is_empty() {
-            conns = self
-                .shared
-                .ended
-                .wait(conns)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) && !cut {
+                // Past the grace: the answers still being written are cut
+                // (a commit under way has finished: only its reply is lost).
+                log::warn!("shutdown: cutting {} connections still answering", conns.len());
+                for stream in conns.values() {
+                    let _ = stream.shutdown(Shutdown::Both);
+                }
+                cut = true;
+            }
+            conns = match left {
+                Some(l) if !cut => {
+                    self.shared
+                        .ended
+                        .wait_timeout(conns, l)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .0
+                }
+                _ => self
+                    .shared
+                    .ended
+                    .wait(conns)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            };
         }
     }
 }
@@ -345,6 +378,11 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
     let mut writer = BufWriter::with_capacity(64 << 10, stream);
     let max = shared.config.max_frame_bytes;
     loop {
+        if shared.stopping.load(Ordering::SeqCst) {
+            // Requests already sent but not begun are not run: shutdown
+            // waits only for those under way.
+            return Ok(());
+        }
         let read = read_frame(
             &mut Deadline {
                 reader: &mut reader,

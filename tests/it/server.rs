@@ -849,6 +849,36 @@ fn shutdown_lets_a_commit_finish_or_not_start() {
 }
 
 #[test]
+fn a_reader_that_never_reads_cannot_hold_shutdown_past_its_grace() {
+    let db = Db::memory();
+    let pad = "x".repeat(1000);
+    db.create_collection(CollectionConfig::new("c"))
+        .unwrap()
+        .insert_many((0..20_000).map(|i| doc! { "_id": i, "pad": pad.clone() }))
+        .unwrap();
+    let config = ServerConfig::new("127.0.0.1:0").shutdown_grace(std::time::Duration::from_millis(200));
+    let server = Server::start(db, config).unwrap();
+    // A find of 20 MB, its answer never read: the server's writes block.
+    let mut stalled = TcpStream::connect(server.local_addr()).unwrap();
+    stalled
+        .write_all(&frame(&protocol::encode(&doc_request()).unwrap()))
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (done, stopped) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        server.shutdown();
+        let _ = done.send(());
+    });
+    // Without the grace it waited for the write timeout, reset by every
+    // partial write: as long as the peer liked.
+    assert!(
+        stopped.recv_timeout(std::time::Duration::from_secs(20)).is_ok(),
+        "shutdown still waiting on a connection that does not read"
+    );
+    drop(stalled);
+}
+
+#[test]
 fn a_hand_written_ping_frame_gets_the_documented_bytes() {
     // docs/protocol.md, "Example": {"id": 1, "op": "ping", "args": {}}
     let request: &[u8] = b"\x00\x00\x00\x13\x83\xa2id\x01\xa2op\xa4ping\xa4args\x80";
