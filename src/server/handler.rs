@@ -35,8 +35,27 @@ pub(crate) fn reply<T: Serialize>(w: &mut impl Write, id: u64, outcome: Outcome<
             err: Some(e),
         },
     };
-    write_frame(w, &encode(&response)?)
+    let bytes = encode(&response)?;
+    if bytes.len() > MAX_REPLY_BYTES {
+        // Past what a client must accept (docs/protocol.md): refused as
+        // the request's error, the connection kept.
+        let err = bad(format!(
+            "the answer would be a frame of {} bytes, more than the {MAX_REPLY_BYTES} a reply may carry: \
+             ask for fewer documents or hits (a find streams its answer in smaller frames)",
+            bytes.len()
+        ));
+        let refusal: Response<Done> = Response {
+            id,
+            ok: None,
+            err: Some(err),
+        };
+        return write_frame(w, &encode(&refusal)?);
+    }
+    write_frame(w, &bytes)
 }
+
+/// The largest reply frame sent: the 64 MiB every client must accept.
+pub(crate) const MAX_REPLY_BYTES: usize = 64 << 20;
 
 fn args<A: DeserializeOwned>(op: &str, frame: &[u8]) -> Outcome<A> {
     decode::<ArgsOf<A>>(frame)

@@ -508,6 +508,27 @@ fn an_oversized_request_is_told_frame_too_large_and_writes_nothing() {
     );
 }
 
+#[test]
+fn an_answer_past_the_reply_bound_is_refused_and_the_connection_kept() {
+    let db = Db::memory();
+    let mb = "x".repeat(1 << 20);
+    db.create_collection(CollectionConfig::new("c"))
+        .unwrap()
+        .insert_many((0..70).map(|i| doc! { "_id": i, "pad": mb.clone() }))
+        .unwrap();
+    let server = serve(&db);
+    let client = connect(&server);
+    let coll = client.collection("c").unwrap();
+    let ids: Vec<Bson> = (0..70).map(Bson::Int32).collect();
+    // 70 MiB in one frame: past the 64 MiB a reply may carry.
+    let err = coll.get_many(&ids).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadRequest, "{err}");
+    assert!(err.to_string().contains("ask for fewer"), "{err}");
+    // Fewer are served on the same connection, and a find streams all 70.
+    assert_eq!(coll.get_many(&ids[..10]).unwrap().len(), 10);
+    assert_eq!(coll.find(doc! {}).run().unwrap().len(), 70);
+}
+
 fn doc_request() -> protocol::RequestOut<'static, FindArgs> {
     static ARGS: std::sync::OnceLock<FindArgs> = std::sync::OnceLock::new();
     protocol::RequestOut {
