@@ -473,25 +473,40 @@ pub fn equality_seed(filter: &Document) -> Result<Document, UpdateError> {
     let mut equalities: Vec<(&str, &Bson)> = Vec::new();
     collect_equalities(filter, &mut equalities);
     let mut out = Document::new();
-    for (i, &(path, value)) in equalities.iter().enumerate() {
+    // The paths so far, ordered: a path's parents are looked up and its
+    // children found by range, so a filter of n equalities costs
+    // O(n log n), not n² comparisons (a 4 MiB request holds 300,000).
+    let mut seen: std::collections::BTreeMap<&str, &Bson> = std::collections::BTreeMap::new();
+    for &(path, value) in &equalities {
         check_path("upsert", path)?;
-        let mut repeated = false;
-        for &(earlier, first) in &equalities[..i] {
-            let nested = is_under(path, earlier) || is_under(earlier, path);
-            if nested || (earlier == path && !values_equal(first, value)) {
-                return Err(UpdateError::PathConflict {
-                    op: "upsert".into(),
-                    path: path.to_owned(),
-                    reason: format!(
-                        "the filter also sets {earlier:?}, so the document to insert is ambiguous"
-                    ),
-                });
-            }
-            repeated |= earlier == path;
+        let parent = path
+            .match_indices('.')
+            .map(|(i, _)| &path[..i])
+            .find(|p| seen.contains_key(p));
+        // Children of `path` sort from `path.` up to `path/` ('/' follows '.').
+        let (lo, hi) = (format!("{path}."), format!("{path}/"));
+        use std::ops::Bound::{Excluded, Included};
+        let child = || {
+            seen.range::<str, _>((Included(lo.as_str()), Excluded(hi.as_str())))
+                .next()
+                .map(|(k, _)| *k)
+        };
+        let clash = match (parent.or_else(child), seen.get(path)) {
+            (Some(earlier), _) => Some(earlier),
+            (None, Some(first)) if !values_equal(first, value) => Some(path),
+            (None, Some(_)) => continue,
+            (None, None) => None,
+        };
+        if let Some(earlier) = clash {
+            debug_assert!(earlier == path || is_under(path, earlier) || is_under(earlier, path));
+            return Err(UpdateError::PathConflict {
+                op: "upsert".into(),
+                path: path.to_owned(),
+                reason: format!("the filter also sets {earlier:?}, so the document to insert is ambiguous"),
+            });
         }
-        if !repeated {
-            slate_core::set_path(&mut out, path, value.clone());
-        }
+        seen.insert(path, value);
+        slate_core::set_path(&mut out, path, value.clone());
     }
     // `_id` first, wherever the filter named it (as an insert stores it).
     Ok(match out.remove("_id") {
@@ -537,5 +552,46 @@ fn collect_equalities<'f>(filter: &'f Document, out: &mut Vec<(&'f str, &'f Bson
             other => other,
         };
         out.push((k, value));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conflict(filter: Document) -> Option<String> {
+        match equality_seed(&filter) {
+            Err(UpdateError::PathConflict { path, .. }) => Some(path),
+            Err(e) => panic!("{filter}: {e}"),
+            Ok(_) => None,
+        }
+    }
+
+    #[test]
+    fn seed_refuses_nested_or_disagreeing_paths_in_either_order() {
+        assert_eq!(conflict(doc! { "a": 1, "a.b": 2 }), Some("a.b".into()));
+        assert_eq!(conflict(doc! { "a.b": 2, "a": 1 }), Some("a".into()));
+        // "a!" sorts between "a" and "a.b": the child is still found.
+        assert_eq!(conflict(doc! { "a.b": 2, "a!": 0, "a": 1 }), Some("a".into()));
+        assert_eq!(conflict(doc! { "x.y.z": 1, "x": { "$eq": 2 } }), Some("x".into()));
+        assert_eq!(
+            conflict(doc! { "$and": [{ "a": 1 }, { "a": 2 }] }),
+            Some("a".into())
+        );
+        // Agreeing repeats (numbers across types), siblings and look-alike
+        // prefixes are fine.
+        assert_eq!(conflict(doc! { "$and": [{ "a": 1 }, { "a": 1.0 }] }), None);
+        assert_eq!(conflict(doc! { "a.b": 1, "a.c": 2, "ab": 3, "a!": 4 }), None);
+        let seed = equality_seed(&doc! { "$and": [{ "a.c": 2 }, { "a.b": 1 }], "_id": 7 }).unwrap();
+        assert_eq!(seed, doc! { "_id": 7, "a": { "c": 2, "b": 1 } });
+    }
+
+    #[test]
+    fn seed_of_many_equalities_is_built_whole() {
+        // 100,000 distinct paths: once n² comparisons under the write lock.
+        let filter: Document = (0..100_000).map(|i| (format!("f{i}"), Bson::Int32(i))).collect();
+        let seed = equality_seed(&filter).unwrap();
+        assert_eq!(seed.len(), 100_000);
+        assert_eq!(seed.get_i32("f99999").unwrap(), 99_999);
     }
 }
