@@ -14,7 +14,7 @@ pub mod protocol;
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -132,7 +132,14 @@ struct Shared {
     conns: Mutex<HashMap<u64, TcpStream>>,
     /// Signalled when a connection ends.
     ended: Condvar,
+    /// Refusals being sent, each from a thread of its own (bounded: a flood
+    /// of connections past the limit must not become a flood of threads).
+    refusing: Arc<AtomicUsize>,
 }
+
+/// Refusals sent at once from threads that wait for the peer; past this,
+/// a refusal is written without waiting and the socket closed.
+const MAX_REFUSING: usize = 16;
 
 /// A running server. [`Server::shutdown`] (or dropping it) stops it.
 #[derive(Debug)]
@@ -154,6 +161,7 @@ impl Server {
             next_conn: AtomicU64::new(0),
             conns: Mutex::new(HashMap::new()),
             ended: Condvar::new(),
+            refusing: Arc::new(AtomicUsize::new(0)),
         });
         let accept = {
             let shared = Arc::clone(&shared);
@@ -270,6 +278,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 drop(conns);
                 let limit = shared.config.max_connections;
                 refuse(
+                    &shared.refusing,
                     stream,
                     WireError::new(
                         ErrorKind::Busy,
@@ -320,16 +329,31 @@ impl Drop for Ended<'_> {
 
 /// Sends a connection-level error (request id 0) and closes the socket, from
 /// a short-lived thread of its own so that the accept loop never waits.
-fn refuse(stream: TcpStream, err: WireError) {
+/// With [`MAX_REFUSING`] such threads busy, the refusal is written without
+/// waiting (it fits the socket's buffer) and the socket closed at once.
+fn refuse(refusing: &Arc<AtomicUsize>, stream: TcpStream, err: WireError) {
+    if refusing.fetch_add(1, Ordering::SeqCst) >= MAX_REFUSING {
+        refusing.fetch_sub(1, Ordering::SeqCst);
+        let _ = stream.set_nonblocking(true);
+        let mut writer = BufWriter::new(&stream);
+        let _ = handler::reply::<protocol::Done>(&mut writer, 0, Err(err)).and_then(|()| writer.flush());
+        let _ = stream.shutdown(Shutdown::Both);
+        return;
+    }
+    let count = Arc::clone(refusing);
     let refusal = move || -> io::Result<()> {
         let reader = BufReader::new(stream.try_clone()?);
         close(BufWriter::new(stream), reader, err)
     };
-    let _ = std::thread::Builder::new()
+    let spawned = std::thread::Builder::new()
         .name("slate-refuse".into())
         .spawn(move || {
             let _ = refusal();
+            count.fetch_sub(1, Ordering::SeqCst);
         });
+    if spawned.is_err() {
+        refusing.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Compares secrets in time independent of where they differ.

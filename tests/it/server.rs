@@ -671,6 +671,22 @@ fn connections_beyond_the_limit_are_refused_busy() {
     // The server closed that connection: later calls say so at once.
     let err = c.ping().unwrap_err();
     assert!(err.to_string().contains("unusable"), "{err}");
+    // A burst past the limit: more refusals than the server gives threads
+    // to (16); each still reads busy.
+    let burst: Vec<TcpStream> = (0..40).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    for (i, mut s) in burst.into_iter().enumerate() {
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        let payload = protocol::read_frame(&mut got.as_slice(), 1 << 20)
+            .unwrap_or_else(|e| panic!("connection {i}: {e}"))
+            .unwrap_or_else(|| panic!("connection {i}: closed without a refusal"));
+        let resp: protocol::Response<protocol::Done> = protocol::decode(&payload).unwrap();
+        assert_eq!(
+            resp.err.map(|e| e.kind),
+            Some("busy".to_owned()),
+            "connection {i}"
+        );
+    }
     drop(a);
     // The slot frees once the server sees the close; then a new client gets in.
     let mut tries = 0;
