@@ -120,6 +120,11 @@ impl Db {
     }
 
     /// Runs `f` in a transaction and commits it if `f` returns `Ok`.
+    ///
+    /// Inside `f`, write through the transaction: a write through a
+    /// [`Collection`] handle (or creating or dropping a collection) on the
+    /// same thread would wait for this transaction, which waits for `f`; it
+    /// fails at once with [`slate_core::Error::NestedWrite`] instead.
     pub fn transaction<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
         let mut txn = self.begin()?;
         let out = f(&mut txn)?;

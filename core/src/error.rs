@@ -22,6 +22,14 @@ pub enum Error {
     /// writes rather than guess what reached the disk. Reopen the store.
     #[error("store is poisoned by an earlier failed commit ({cause}); reopen it")]
     Poisoned { cause: String },
+    /// A write began on the thread that holds the open write transaction
+    /// (a `Collection` write inside `Db::transaction`'s closure): it would
+    /// wait for that transaction, which waits for it.
+    #[error(
+        "this thread holds the open write transaction: write through it, or commit it first \
+         (a second write transaction here would wait on the first forever)"
+    )]
+    NestedWrite,
     /// Stored bytes that do not decode (a damaged or foreign database).
     #[error("corrupt data: {what}")]
     Corrupt { what: String },

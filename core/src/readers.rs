@@ -103,7 +103,7 @@ impl Store for TrackedStore {
         self.inner.list_cfs()
     }
 
-    fn write_lock(&self) -> WriteGuard<'_> {
+    fn write_lock(&self) -> Result<WriteGuard<'_>> {
         self.inner.write_lock()
     }
 

@@ -223,7 +223,11 @@ impl Database {
             if rows < COMPACT_MIN_ROWS || retired < last.retired_kept + needed {
                 continue;
             }
-            let _writer = self.store.write_lock();
+            // Not on a thread inside a write transaction (it would wait on
+            // itself): the next commit tries again.
+            let Ok(_writer) = self.store.write_lock() else {
+                continue;
+            };
             let floor = self.shared.readers.floor(self.untracked.as_ref());
             if last.floor.is_some_and(|f| floor <= f) {
                 continue;

@@ -21,6 +21,7 @@ fn core_kind(e: &slate_core::Error) -> ErrorKind {
         C::InvalidVector { .. } => ErrorKind::InvalidVector,
         C::Corrupt { .. } => ErrorKind::Corrupt,
         C::Poisoned { .. } => ErrorKind::Poisoned,
+        C::NestedWrite => ErrorKind::BadRequest,
         _ => ErrorKind::Storage,
     }
 }

@@ -1024,3 +1024,43 @@ fn bad_updates_and_filters_are_typed_errors_and_change_nothing() {
         );
     }
 }
+
+#[test]
+fn a_collection_write_inside_a_transaction_is_refused_not_hung() {
+    for t in backends() {
+        let b = t.backend;
+        let coll = collection(&t, "c", three());
+        let before = all(&coll);
+        let db = t.db.clone();
+        let (done, out) = std::sync::mpsc::channel();
+        // On a thread of its own: before the fix this waited forever.
+        std::thread::spawn(move || {
+            let c = db.collection("c").expect("collection");
+            let result: slate::Result<()> = db.transaction(|txn| {
+                txn.insert("c", doc! { "_id": 100 })?;
+                // Through the handle, not the transaction: a second writer
+                // on the thread that holds the first.
+                c.insert_one(doc! { "_id": 101 })?;
+                Ok(())
+            });
+            let created = db.transaction(|_| db.create_collection(CollectionConfig::new("d")).map(|_| ()));
+            let _ = done.send((result, created));
+        });
+        let (result, created) = out
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("[{b}] a write inside a transaction hung"));
+        for r in [result, created] {
+            match r {
+                Err(e @ Error::Core(CoreError::NestedWrite)) => {
+                    assert!(e.to_string().contains("write through it"), "{e}");
+                }
+                other => panic!("[{b}] expected NestedWrite, got {other:?}"),
+            }
+        }
+        // The closure's error rolled the transaction back.
+        assert_same_docs(&all(&coll), &before, &format!("[{b}] after the refusal"));
+        assert!(t.db.collection("d").is_err(), "[{b}]");
+        // And the gate was given back: writes go on.
+        coll.insert_one(doc! { "_id": 102 }).expect("insert after");
+    }
+}

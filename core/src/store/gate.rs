@@ -3,11 +3,15 @@
 //! a worker) and can be read through as a [`Snapshot`](super::Snapshot).
 
 use std::sync::{Condvar, Mutex};
+use std::thread::ThreadId;
+
+use crate::error::{Error, Result};
 
 /// A lock without data: one holder at a time, the others wait.
 #[derive(Debug, Default)]
 pub struct WriterGate {
-    locked: Mutex<bool>,
+    /// The thread that took the gate, while it is held.
+    holder: Mutex<Option<ThreadId>>,
     released: Condvar,
 }
 
@@ -23,20 +27,27 @@ impl WriterGate {
         Self::default()
     }
 
-    /// Waits until the gate is free and takes it.
-    pub fn acquire(&self) -> WriteGuard<'_> {
-        let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
-        while *locked {
-            locked = self.released.wait(locked).unwrap_or_else(|e| e.into_inner());
+    /// Waits until the gate is free and takes it. [`Error::NestedWrite`]
+    /// when the calling thread took it and holds it still: it would wait
+    /// on itself. (A guard handed to another thread still counts as its
+    /// taker's: that thread too gets the error rather than a wait.)
+    pub fn acquire(&self) -> Result<WriteGuard<'_>> {
+        let me = std::thread::current().id();
+        let mut holder = self.holder.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(h) = *holder {
+            if h == me {
+                return Err(Error::NestedWrite);
+            }
+            holder = self.released.wait(holder).unwrap_or_else(|e| e.into_inner());
         }
-        *locked = true;
-        WriteGuard { gate: self }
+        *holder = Some(me);
+        Ok(WriteGuard { gate: self })
     }
 }
 
 impl Drop for WriteGuard<'_> {
     fn drop(&mut self) {
-        *self.gate.locked.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        *self.gate.holder.lock().unwrap_or_else(|e| e.into_inner()) = None;
         self.gate.released.notify_one();
     }
 }

@@ -193,7 +193,7 @@ impl Store for MemoryStore {
         self.state.load().tables.keys().cloned().collect()
     }
 
-    fn write_lock(&self) -> WriteGuard<'_> {
+    fn write_lock(&self) -> Result<WriteGuard<'_>> {
         self.writer.acquire()
     }
 

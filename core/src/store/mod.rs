@@ -168,8 +168,10 @@ pub trait Store: Send + Sync + Debug {
     /// The column families, sorted by name.
     fn list_cfs(&self) -> Vec<String>;
 
-    /// The lock that makes writers take turns. [`WriteTxn`] holds it for its life.
-    fn write_lock(&self) -> WriteGuard<'_>;
+    /// The lock that makes writers take turns. [`WriteTxn`] holds it for its
+    /// life. [`Error::NestedWrite`](crate::Error::NestedWrite) on the thread
+    /// that holds it.
+    fn write_lock(&self) -> Result<WriteGuard<'_>>;
 
     /// Applies `batch` atomically as the next commit and returns its version.
     ///

@@ -61,7 +61,7 @@ impl std::fmt::Debug for WriteTxn<'_> {
 
 impl<'a> WriteTxn<'a> {
     pub(crate) fn new(store: &'a dyn Store) -> Result<Self> {
-        let guard = store.write_lock();
+        let guard = store.write_lock()?;
         let base = store.snapshot();
         Ok(Self {
             store,

@@ -351,7 +351,7 @@ impl Store for RocksStore {
         self.handles.load().keys().cloned().collect()
     }
 
-    fn write_lock(&self) -> WriteGuard<'_> {
+    fn write_lock(&self) -> Result<WriteGuard<'_>> {
         self.writer.acquire()
     }
 

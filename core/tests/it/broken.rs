@@ -51,7 +51,7 @@ impl Store for LiveReads {
     fn list_cfs(&self) -> Vec<String> {
         self.0.list_cfs()
     }
-    fn write_lock(&self) -> WriteGuard<'_> {
+    fn write_lock(&self) -> slate_core::Result<WriteGuard<'_>> {
         self.0.write_lock()
     }
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64> {
@@ -76,7 +76,7 @@ impl Store for TornCommits {
     fn list_cfs(&self) -> Vec<String> {
         self.0.list_cfs()
     }
-    fn write_lock(&self) -> WriteGuard<'_> {
+    fn write_lock(&self) -> slate_core::Result<WriteGuard<'_>> {
         self.0.write_lock()
     }
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64> {

@@ -585,7 +585,7 @@ impl Store for FailingKey {
     fn list_cfs(&self) -> Vec<String> {
         self.store.list_cfs()
     }
-    fn write_lock(&self) -> WriteGuard<'_> {
+    fn write_lock(&self) -> slate_core::Result<WriteGuard<'_>> {
         self.store.write_lock()
     }
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> slate_core::Result<u64> {
@@ -727,7 +727,7 @@ impl Store for SlowDrop {
     fn list_cfs(&self) -> Vec<String> {
         self.0.list_cfs()
     }
-    fn write_lock(&self) -> WriteGuard<'_> {
+    fn write_lock(&self) -> slate_core::Result<WriteGuard<'_>> {
         self.0.write_lock()
     }
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> slate_core::Result<u64> {
