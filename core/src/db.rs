@@ -43,6 +43,11 @@ pub(crate) struct Shared {
     pub(crate) vectors: VectorSets,
     /// Whether `vectors` has been loaded from the store.
     loaded: Mutex<bool>,
+    /// Why a commit's vector changes could not all be applied to the caches
+    /// (a bug, or a cache past its row limit): the caches no longer match
+    /// the documents, so writes are refused until the store is reopened
+    /// (which rebuilds the caches from the stored vectors).
+    vectors_failed: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -280,6 +285,7 @@ impl Database {
     pub fn create_collection(&self, config: CollectionConfig) -> Result<()> {
         config.validate()?;
         let cf = collection_cf(&config.name);
+        self.check_vectors()?;
         let mut txn = begin_write(self.store.as_ref())?;
         if txn.get(CATALOG_CF, config.name.as_bytes())?.is_some() {
             return Err(Error::CollectionExists { name: config.name });
@@ -311,6 +317,7 @@ impl Database {
 
     /// Drops a collection with all its documents, indexes and vectors.
     pub fn drop_collection(&self, name: &str) -> Result<()> {
+        self.check_vectors()?;
         let mut txn = begin_write(self.store.as_ref())?;
         if txn.get(CATALOG_CF, name.as_bytes())?.is_none() {
             return Err(Error::UnknownCollection {
@@ -366,6 +373,30 @@ impl Database {
     /// The write transaction, waiting for the previous one to finish.
     pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
         WriteTxn::new(self)
+    }
+
+    /// [`Error::Poisoned`] once a commit failed to update the vector caches.
+    pub(crate) fn check_vectors(&self) -> Result<()> {
+        match &*self
+            .shared
+            .vectors_failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records that the caches no longer match the documents; returns the
+    /// error the failed commit reports.
+    pub(crate) fn vectors_failed(&self, cause: String) -> Error {
+        *self
+            .shared
+            .vectors_failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(cause.clone());
+        Error::Poisoned { cause }
     }
 
     pub(crate) fn vector_set(&self, name: &str) -> Option<Arc<VectorSet>> {
@@ -427,5 +458,32 @@ mod tests {
                 reads += 1;
             }
         });
+    }
+
+    /// A commit whose vectors did not reach the caches says so, and the
+    /// database takes no further write (its caches no longer match).
+    #[test]
+    fn a_commit_whose_vectors_miss_the_caches_fails_and_refuses_writes() {
+        let db = Database::open(Arc::new(MemoryStore::new())).expect("open");
+        db.create_collection(CollectionConfig::new("c").vector("v", 2, crate::Metric::L2))
+            .expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        txn.insert("c", bson::doc! { "_id": 1, "v": [1.0, 2.0] })
+            .expect("insert");
+        crate::vectors::FAIL_VECTOR_OPS.with(|f| f.set(true));
+        let err = txn.commit().expect_err("the commit reports the failure");
+        assert!(
+            matches!(&err, Error::Poisoned { cause } if cause.contains("reopen")),
+            "{err}"
+        );
+        for refused in [
+            db.begin_write().map(|_| ()),
+            db.create_collection(CollectionConfig::new("d")),
+            db.drop_collection("c"),
+        ] {
+            assert!(matches!(refused, Err(Error::Poisoned { .. })), "{refused:?}");
+        }
+        // Reads go on.
+        assert!(db.read().collection("c").is_ok());
     }
 }

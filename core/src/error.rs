@@ -18,8 +18,10 @@ pub enum Error {
     /// A column family name that the backend cannot hold (empty or reserved).
     #[error("invalid column family name {name:?}: {reason}")]
     InvalidColumnFamily { name: String, reason: &'static str },
-    /// An earlier commit failed with an I/O error; the handle refuses further
-    /// writes rather than guess what reached the disk. Reopen the store.
+    /// An earlier commit failed with an I/O error, or its vectors did not
+    /// all reach the in-memory caches; the handle refuses further writes
+    /// rather than guess what reached the disk or serve caches that miss
+    /// documents. Reopen the store (which rebuilds the caches).
     #[error("store is poisoned by an earlier failed commit ({cause}); reopen it")]
     Poisoned { cause: String },
     /// A write began on the thread that holds the open write transaction

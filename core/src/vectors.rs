@@ -147,10 +147,26 @@ pub(crate) fn partitions(config: &CollectionConfig, snap: &dyn Snapshot) -> Resu
     Ok(out)
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Makes this thread's next commit with vector changes fail to apply them.
+    pub(crate) static FAIL_VECTOR_OPS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 impl Database {
     /// Applies a commit's vector changes at `version`; runs before the commit
     /// is published, so no reader sees the documents without their vectors.
-    pub(crate) fn apply_vector_ops(&self, ops: &[(String, String, VectorOp)], version: u64) {
+    /// Returns what failed, if anything (the caches then miss changes).
+    pub(crate) fn apply_vector_ops(
+        &self,
+        ops: &[(String, String, VectorOp)],
+        version: u64,
+    ) -> Option<String> {
+        let mut failed = None;
+        #[cfg(test)]
+        if FAIL_VECTOR_OPS.with(std::cell::Cell::take) {
+            return Some("injected by a test".into());
+        }
         let mut by_cache: BTreeMap<(&str, &str), Vec<&VectorOp>> = BTreeMap::new();
         for (collection, field, op) in ops {
             by_cache
@@ -175,12 +191,17 @@ impl Database {
                 };
                 if let Err(e) = result {
                     log::error!("vector cache {collection}.{field}: {e}");
+                    failed.get_or_insert(format!("vector cache {collection}.{field}: {e}"));
                 }
             }
             if let Err(e) = writer.commit(version) {
                 log::error!("vector cache {collection}.{field}: commit at {version}: {e}");
+                failed.get_or_insert(format!(
+                    "vector cache {collection}.{field}: commit at {version}: {e}"
+                ));
             }
         }
+        failed
     }
 }
 

@@ -209,6 +209,7 @@ struct Prepared {
 
 impl<'db> WriteTxn<'db> {
     pub(crate) fn new(db: &'db Database) -> Result<Self> {
+        db.check_vectors()?;
         Ok(Self {
             db,
             txn: store::begin_write(db.store.as_ref())?,
@@ -969,9 +970,19 @@ impl<'db> WriteTxn<'db> {
         }
         let db = self.db;
         let ops = std::mem::take(&mut self.vector_ops);
+        let mut failed = None;
         let version = db.shared.catalog.commit(self.catalog_changed, || {
-            self.txn.commit_with(|version| db.apply_vector_ops(&ops, version))
+            self.txn
+                .commit_with(|version| failed = db.apply_vector_ops(&ops, version))
         })?;
+        if let Some(cause) = failed {
+            // The documents are committed; their vectors did not all reach
+            // the caches. Said, and no further write, until a reopen.
+            return Err(db.vectors_failed(format!(
+                "commit {version} was written, but its vectors did not all reach the caches ({cause}); \
+                 reopen the database to rebuild them"
+            )));
+        }
         if !ops.is_empty() {
             db.compact_vectors(&ops);
         }
