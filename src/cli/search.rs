@@ -26,14 +26,9 @@ pub struct SearchRun {
 fn hit_json(hit: &SearchHit) -> Value {
     let mut obj = serde_json::Map::new();
     obj.insert("_id".into(), hit.id.clone().into_relaxed_extjson());
-    // Relaxed extended JSON: a plain number, or `{"$numberDouble": ..}` for
-    // a distance that overflowed f32 (JSON has no infinity).
-    let distance = if hit.distance.is_finite() {
-        json!(hit.distance)
-    } else {
-        bson::Bson::Double(f64::from(hit.distance)).into_relaxed_extjson()
-    };
-    obj.insert("distance".into(), distance);
+    // Always finite: stored and query components are bounded so that no
+    // distance overflows (`slate::vector::component_limit`).
+    obj.insert("distance".into(), json!(hit.distance));
     for (k, v) in &hit.doc {
         // `_id` and `distance` are the hit's own (a projected field of
         // either name does not replace them).

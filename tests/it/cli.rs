@@ -582,7 +582,7 @@ fn bad_query_input_prints_and_writes_nothing() {
     )
     .expect("write");
     let vectors = dir.path().join("v.f32");
-    f32_file(&vectors, &[[0.0, 0.0], [1.0, 0.0], [1e20, 0.0], [2.0, 0.0]]);
+    f32_file(&vectors, &[[0.0, 0.0], [1.0, 0.0], [3.0, 0.0], [2.0, 0.0]]);
 
     // A query refused after `--load` used to find the load committed.
     let bad_filter = r#"{"a": {"$foo": 1}}"#;
@@ -668,14 +668,30 @@ fn bad_query_input_prints_and_writes_nothing() {
         "{err}"
     );
 
-    // A distance past f32's range is extended JSON's Infinity, not null.
+    // A component so large that distances would overflow to infinity (and
+    // stop ordering hits) is refused at load, naming it.
+    let huge = dir.path().join("huge.f32");
+    f32_file(&huge, &[[0.0, 0.0], [1e20, 0.0], [0.0, 0.0], [0.0, 0.0]]);
+    let err = fails(&[
+        "load",
+        "--db",
+        s(&db),
+        "--collection",
+        "h",
+        "--docs",
+        s(&docs),
+        "--vectors",
+        s(&huge),
+        "--vector-field",
+        "v",
+        "--dim",
+        "2",
+        "--quiet",
+    ]);
+    assert!(err.contains("would overflow"), "{err}");
     f32_file(&queries, &[[-1e20, 0.0]]);
-    let out = parse_lines(&ok(&search(&db, &queries, &["--k", "1"])));
-    assert_eq!(
-        out[0]["hits"][0]["distance"],
-        json!({ "$numberDouble": "Infinity" }),
-        "{out:?}"
-    );
+    let err = fails(&search(&db, &queries, &["--k", "1"]));
+    assert!(err.contains("query 0") && err.contains("would overflow"), "{err}");
 }
 
 #[test]

@@ -22,6 +22,17 @@ pub enum VectorError {
         /// Its value.
         value: f32,
     },
+    /// A component so large that a distance to a vector like it would
+    /// overflow f32 to infinity (and stop ordering the hits).
+    #[error("component {index} is {value}: beyond {limit:e}, distances would overflow f32")]
+    TooLarge {
+        /// Position of the first offending component.
+        index: usize,
+        /// Its value.
+        value: f32,
+        /// The largest magnitude a component of this dimension may have.
+        limit: f32,
+    },
 }
 
 /// Errors of `slate-vector`.

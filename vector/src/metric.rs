@@ -104,7 +104,18 @@ fn is_zero(v: &[f32]) -> bool {
     v.iter().all(|&x| x == 0.0)
 }
 
-/// Checks that `v` has `dim` components, all finite.
+/// The largest magnitude a component of a `dim`-dimensional vector may
+/// have: two such vectors are at most `dim · (2 · limit)²` apart under l2,
+/// half of `f32::MAX` (rounding and summation order get the other half),
+/// and their inner product and norms are smaller, so no distance between
+/// them overflows f32 (`f32::MAX` is about 3.4e38; the limit is 3.3e17 at
+/// dim 384).
+pub fn component_limit(dim: usize) -> f32 {
+    (f64::from(f32::MAX) / (8.0 * dim.max(1) as f64)).sqrt() as f32
+}
+
+/// Checks that `v` has `dim` components, all finite and within
+/// [`component_limit`].
 pub fn check_vector(v: &[f32], dim: usize) -> Result<(), VectorError> {
     if v.len() != dim {
         return Err(VectorError::WrongDimension {
@@ -114,13 +125,21 @@ pub fn check_vector(v: &[f32], dim: usize) -> Result<(), VectorError> {
     }
     // One pass without an early exit (it vectorises: a query is checked on
     // every search); the bad element is looked for only when there is one.
-    if v.iter().fold(true, |ok, x| ok & x.is_finite()) {
+    let limit = component_limit(dim);
+    if v.iter().fold(true, |ok, x| ok & (x.abs() <= limit)) {
         return Ok(());
     }
-    match v.iter().position(|x| !x.is_finite()) {
-        Some(index) => Err(VectorError::NonFinite {
+    if let Some(index) = v.iter().position(|x| !x.is_finite()) {
+        return Err(VectorError::NonFinite {
             index,
             value: v[index],
+        });
+    }
+    match v.iter().position(|x| x.abs() > limit) {
+        Some(index) => Err(VectorError::TooLarge {
+            index,
+            value: v[index],
+            limit,
         }),
         None => Ok(()),
     }
@@ -187,5 +206,24 @@ mod tests {
                 value: f32::NEG_INFINITY
             })
         );
+        // Finite but past the limit: l2 to its opposite would be infinite.
+        assert!(matches!(
+            check_vector(&[0.0, -1e20], 2),
+            Err(VectorError::TooLarge { index: 1, value, .. }) if value == -1e20
+        ));
+        // At the limit, every metric's distance between the farthest two
+        // vectors stays finite.
+        for dim in [1, 2, 384, 65_536] {
+            let limit = component_limit(dim);
+            let (a, b) = (vec![limit; dim], vec![-limit; dim]);
+            assert_eq!(check_vector(&a, dim), Ok(()));
+            assert_eq!(check_vector(&b, dim), Ok(()));
+            for metric in [Metric::L2, Metric::Cosine, Metric::Dot] {
+                for (x, y) in [(&a, &b), (&a, &a)] {
+                    let d = distance(metric, x, y);
+                    assert!(d.is_finite(), "{metric:?} at dim {dim}: {d}");
+                }
+            }
+        }
     }
 }
