@@ -312,6 +312,8 @@ impl Store for RocksStore {
 
     fn create_cf(&self, name: &str) -> Result<()> {
         check_cf_name(name)?;
+        // A poisoned handle changes nothing on disk, column families included.
+        self.check_poisoned()?;
         let _changing = self.changing.lock().unwrap_or_else(|e| e.into_inner());
         if self.handles.load().contains_key(name) {
             return Err(Error::ColumnFamilyExists {
@@ -327,6 +329,7 @@ impl Store for RocksStore {
     }
 
     fn drop_cf(&self, name: &str) -> Result<()> {
+        self.check_poisoned()?;
         let _changing = self.changing.lock().unwrap_or_else(|e| e.into_inner());
         if !self.handles.load().contains_key(name) {
             return Err(Error::UnknownColumnFamily {

@@ -145,6 +145,17 @@ fn a_panic_while_publishing_poisons_the_store_without_hanging_readers() {
     let mut txn = store.begin_write().expect("txn");
     txn.put("docs", b"k2".to_vec(), b"v".to_vec()).expect("put");
     assert!(txn.commit().is_err(), "a poisoned store refuses commits");
+    // Nor does it create or drop column families (on disk at once).
+    let before = store.list_cfs();
+    assert!(matches!(
+        store.create_cf("more"),
+        Err(slate_core::Error::Poisoned { .. })
+    ));
+    assert!(matches!(
+        store.drop_cf("docs"),
+        Err(slate_core::Error::Poisoned { .. })
+    ));
+    assert_eq!(store.list_cfs(), before);
 }
 
 /// A database records its format; one written by a newer Slate (a higher
