@@ -285,8 +285,8 @@ impl Database {
     pub fn create_collection(&self, config: CollectionConfig) -> Result<()> {
         config.validate()?;
         let cf = collection_cf(&config.name);
-        self.check_vectors()?;
         let mut txn = begin_write(self.store.as_ref())?;
+        self.check_vectors()?;
         if txn.get(CATALOG_CF, config.name.as_bytes())?.is_some() {
             return Err(Error::CollectionExists { name: config.name });
         }
@@ -317,8 +317,8 @@ impl Database {
 
     /// Drops a collection with all its documents, indexes and vectors.
     pub fn drop_collection(&self, name: &str) -> Result<()> {
-        self.check_vectors()?;
         let mut txn = begin_write(self.store.as_ref())?;
+        self.check_vectors()?;
         if txn.get(CATALOG_CF, name.as_bytes())?.is_none() {
             return Err(Error::UnknownCollection {
                 name: name.to_owned(),

@@ -209,10 +209,13 @@ struct Prepared {
 
 impl<'db> WriteTxn<'db> {
     pub(crate) fn new(db: &'db Database) -> Result<Self> {
+        let txn = store::begin_write(db.store.as_ref())?;
+        // Checked holding the writers' turn: a failure is recorded before
+        // the turn of the commit that had it ends.
         db.check_vectors()?;
         Ok(Self {
             db,
-            txn: store::begin_write(db.store.as_ref())?,
+            txn,
             configs: BTreeMap::new(),
             catalog_changed: false,
             counts: BTreeMap::new(),
@@ -972,16 +975,21 @@ impl<'db> WriteTxn<'db> {
         let ops = std::mem::take(&mut self.vector_ops);
         let mut failed = None;
         let version = db.shared.catalog.commit(self.catalog_changed, || {
-            self.txn
-                .commit_with(|version| failed = db.apply_vector_ops(&ops, version))
+            self.txn.commit_with(|version| {
+                // Recorded here, before this commit's turn ends, so that
+                // the next writer already finds it.
+                failed = db.apply_vector_ops(&ops, version).map(|cause| {
+                    db.vectors_failed(format!(
+                        "commit {version} was written, but its vectors did not all reach the caches \
+                         ({cause}); reopen the database to rebuild them"
+                    ))
+                });
+            })
         })?;
-        if let Some(cause) = failed {
+        if let Some(err) = failed {
             // The documents are committed; their vectors did not all reach
             // the caches. Said, and no further write, until a reopen.
-            return Err(db.vectors_failed(format!(
-                "commit {version} was written, but its vectors did not all reach the caches ({cause}); \
-                 reopen the database to rebuild them"
-            )));
+            return Err(err);
         }
         if !ops.is_empty() {
             db.compact_vectors(&ops);

@@ -602,6 +602,17 @@ mod tests {
     }
 
     #[test]
+    fn load_takes_vectors_stored_before_the_component_limit() {
+        // A database written before the limit must still open; new writes
+        // of such a vector are refused.
+        let cache = cache();
+        let huge = vec![1e20, 0.0];
+        assert_eq!(cache.load([(b"a".to_vec(), huge.clone())], 1).expect("load"), 1);
+        let mut writer = cache.writer();
+        assert!(writer.upsert(b"b", &huge).is_err());
+    }
+
+    #[test]
     fn load_commits_everything_at_once() {
         let cache = cache();
         let items: Vec<(Vec<u8>, Vec<f32>)> = (0..10_000u32)

@@ -117,6 +117,25 @@ pub fn component_limit(dim: usize) -> f32 {
 /// Checks that `v` has `dim` components, all finite and within
 /// [`component_limit`].
 pub fn check_vector(v: &[f32], dim: usize) -> Result<(), VectorError> {
+    check_finite(v, dim)?;
+    let limit = component_limit(dim);
+    if v.iter().fold(true, |ok, x| ok & (x.abs() <= limit)) {
+        return Ok(());
+    }
+    match v.iter().position(|x| x.abs() > limit) {
+        Some(index) => Err(VectorError::TooLarge {
+            index,
+            value: v[index],
+            limit,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks that `v` has `dim` components, all finite: what a vector stored
+/// before [`component_limit`] existed is held to when a cache is loaded
+/// (a database must still open).
+pub(crate) fn check_finite(v: &[f32], dim: usize) -> Result<(), VectorError> {
     if v.len() != dim {
         return Err(VectorError::WrongDimension {
             expected: dim,
@@ -125,21 +144,13 @@ pub fn check_vector(v: &[f32], dim: usize) -> Result<(), VectorError> {
     }
     // One pass without an early exit (it vectorises: a query is checked on
     // every search); the bad element is looked for only when there is one.
-    let limit = component_limit(dim);
-    if v.iter().fold(true, |ok, x| ok & (x.abs() <= limit)) {
+    if v.iter().fold(true, |ok, x| ok & x.is_finite()) {
         return Ok(());
     }
-    if let Some(index) = v.iter().position(|x| !x.is_finite()) {
-        return Err(VectorError::NonFinite {
+    match v.iter().position(|x| !x.is_finite()) {
+        Some(index) => Err(VectorError::NonFinite {
             index,
             value: v[index],
-        });
-    }
-    match v.iter().position(|x| x.abs() > limit) {
-        Some(index) => Err(VectorError::TooLarge {
-            index,
-            value: v[index],
-            limit,
         }),
         None => Ok(()),
     }

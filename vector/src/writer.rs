@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::arena::UNSET;
 use crate::cache::{VectorCache, WritePermit, WriteState};
 use crate::error::{Error, Result};
-use crate::metric::check_vector;
+use crate::metric::{check_finite, check_vector};
 use crate::tags::RowTags;
 use crate::VectorError;
 
@@ -120,7 +120,9 @@ impl<'c> Writer<'c> {
 
     /// Stages a batch of upserts: validated and copied in parallel. Used by
     /// [`VectorCache::load`]; on error the batch may be partly staged, so
-    /// the caller must roll back.
+    /// the caller must roll back. Stored vectors are held to
+    /// [`check_finite`] only: ones written before the component limit still
+    /// load.
     pub(crate) fn upsert_batch<K, V>(&mut self, batch: &[(K, V)]) -> Result<()>
     where
         K: AsRef<[u8]> + Sync,
@@ -129,10 +131,10 @@ impl<'c> Writer<'c> {
         let dim = self.cache.dim();
         if let Some(bad) = batch
             .par_iter()
-            .position_first(|(_, v)| check_vector(v.as_ref(), dim).is_err())
+            .position_first(|(_, v)| check_finite(v.as_ref(), dim).is_err())
         {
             let (id, v) = &batch[bad];
-            check_vector(v.as_ref(), dim).map_err(refuse(id.as_ref()))?;
+            check_finite(v.as_ref(), dim).map_err(refuse(id.as_ref()))?;
         }
         let mut state = self.cache.lock_write();
         // New ids get fresh rows, filled in parallel; repeated ids overwrite
