@@ -263,18 +263,22 @@ impl Client {
         let request = encode(&RequestOut { id, op, args }).map_err(|e| self.conn_err(e.to_string()))?;
         if let Err(e) = write_frame(&mut conn.writer, &request).and_then(|()| conn.writer.flush()) {
             // The server may have refused the request (frame_too_large) and
-            // closed before it was all sent: its reason, when it arrived,
-            // says more than the broken pipe.
-            if let Ok(Some(frame)) = read_frame(&mut conn.reader, self.inner.max_frame_bytes) {
-                if let Ok(IdAndErr {
-                    id: 0,
-                    err: Some(err),
-                }) = protocol::decode::<IdAndErr>(&frame)
-                {
-                    return Err(Error::Server {
-                        kind: ErrorKind::from_name(&err.kind),
-                        message: err.message,
-                    });
+            // closed before it was all sent: its reason, already sent, says
+            // more than the broken pipe. (Not after a timeout: the server
+            // sent nothing, and reading would wait as long again.)
+            let closed = matches!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            );
+            if closed {
+                if let Ok(Some(frame)) = read_frame(&mut conn.reader, self.inner.max_frame_bytes) {
+                    if let Ok(IdAndErr {
+                        id: 0,
+                        err: Some(err),
+                    }) = protocol::decode::<IdAndErr>(&frame)
+                    {
+                        return Err(self.refusal(err));
+                    }
                 }
             }
             return Err(self.conn_err(format!("sending {op:?}: {e}")));
@@ -299,16 +303,8 @@ impl Client {
                     });
                 }
                 // Id 0: the server refused the connection or a frame and
-                // closed it. A refusal the caller can act on keeps its kind
-                // (busy: retry later; frame_too_large: a smaller request);
-                // a garbled or cut stream is a connection error.
-                if matches!(kind, ErrorKind::BadFrame | ErrorKind::TruncatedFrame) {
-                    return Err(self.conn_err(format!("{} ({})", err.message, err.kind)));
-                }
-                return Err(Error::Server {
-                    kind,
-                    message: err.message,
-                });
+                // closed it.
+                return Err(self.refusal(err));
             }
             if head.id != id {
                 return Err(self.conn_err(format!("answer for request {} while waiting for {id}", head.id)));
@@ -316,6 +312,21 @@ impl Client {
             if !on_frame(&frame)? {
                 return Ok(());
             }
+        }
+    }
+
+    /// The error for a refusal of the connection or of a frame (request id
+    /// 0; the server then closes the connection). One the caller can act on
+    /// keeps its kind (busy: retry later; frame_too_large: a smaller
+    /// request); a garbled or cut stream is a connection error.
+    fn refusal(&self, err: protocol::WireError) -> Error {
+        let kind = ErrorKind::from_name(&err.kind);
+        if matches!(kind, ErrorKind::BadFrame | ErrorKind::TruncatedFrame) {
+            return self.conn_err(format!("{} ({})", err.message, err.kind));
+        }
+        Error::Server {
+            kind,
+            message: err.message,
         }
     }
 

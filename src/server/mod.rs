@@ -187,7 +187,9 @@ impl Server {
     }
 
     /// Stops accepting, ends every connection after the request it is running
-    /// (a commit under way completes and is answered), and waits for them.
+    /// (a commit under way completes and is answered), and waits for them;
+    /// after [`ServerConfig::shutdown_grace`] it cuts the answers still
+    /// being written, then waits for their threads to end.
     pub fn shutdown(mut self) {
         self.stop();
     }
@@ -337,6 +339,16 @@ fn refuse(refusing: &Arc<AtomicUsize>, stream: TcpStream, err: WireError) {
         let _ = stream.set_nonblocking(true);
         let mut writer = BufWriter::new(&stream);
         let _ = handler::reply::<protocol::Done>(&mut writer, 0, Err(err)).and_then(|()| writer.flush());
+        drop(writer);
+        // What the peer already sent is read (without waiting): closing on
+        // unread bytes would reset the connection and could destroy the
+        // refusal before the peer reads it.
+        let mut sink = [0u8; 4096];
+        for _ in 0..16 {
+            if !matches!(io::Read::read(&mut &stream, &mut sink), Ok(n) if n > 0) {
+                break;
+            }
+        }
         let _ = stream.shutdown(Shutdown::Both);
         return;
     }
@@ -404,8 +416,9 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
     loop {
         if shared.stopping.load(Ordering::SeqCst) {
             // Requests already sent but not begun are not run: shutdown
-            // waits only for those under way.
-            return Ok(());
+            // waits only for those under way. Closed as after a refusal,
+            // so that the unread requests do not reset the last answers.
+            return finish(writer, reader);
         }
         let read = read_frame(
             &mut Deadline {
