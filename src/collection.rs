@@ -109,7 +109,7 @@ impl Collection {
     /// The partition key, on a handle scoped to partitions (`None` on an
     /// unscoped handle, without reading the configuration).
     /// A handle scoped to partitions of an unpartitioned collection is
-    /// refused, as its reads are.
+    /// refused, as its reads are (but `[]`, which reads nothing).
     fn scoped_key(&self) -> Result<Option<String>> {
         match &self.partitions {
             Some(_) => match self.config()?.partition_key {

@@ -115,6 +115,12 @@ impl Db {
 
     /// Starts a multi-document write transaction (waiting for the current one).
     /// Commit with [`Transaction::commit`]; dropping it rolls back.
+    ///
+    /// On the thread that began the open transaction, a second write (this,
+    /// a [`Collection`] write, creating or dropping a collection) fails at
+    /// once with [`slate_core::Error::NestedWrite`] rather than wait on
+    /// itself; so does one on that thread after the transaction was handed
+    /// to another thread, until it ends.
     pub fn begin(&self) -> Result<Transaction<'_>> {
         Transaction::new(&self.inner)
     }

@@ -403,7 +403,7 @@ fn print_doc(out: &mut impl Write, doc: bson::Document) -> Result<(), CliError> 
     writeln!(out, "{json}").map_err(stdout_err)
 }
 
-fn stdout_err(e: std::io::Error) -> CliError {
+pub(crate) fn stdout_err(e: std::io::Error) -> CliError {
     CliError::io(Path::new(STDOUT), e)
 }
 
@@ -513,11 +513,15 @@ fn search_cmd(args: SearchArgs) -> Result<(), CliError> {
         .strategy
         .parse()
         .map_err(|e: slate::query::Error| CliError::Usage(e.to_string()))?;
-    if args.batch && args.filter.is_some() {
+    if args.batch && !parse_filter(&args.filter)?.is_empty() {
         return Err(CliError::Usage(
             "--batch runs unfiltered queries; drop --filter or --batch".into(),
         ));
     }
+    if args.k == 0 {
+        return Err(CliError::Usage("--k must be at least 1".into()));
+    }
+    std::fs::metadata(&args.queries).map_err(|e| CliError::io(&args.queries, e))?;
     precheck(&args.filter, &[], &args.partitions, &args.project)?;
     let remote = remote(&args.target, &args.preload, &args.partitions)?;
     let db = match remote {
@@ -568,9 +572,11 @@ fn serve(args: ServeArgs) -> Result<(), CliError> {
         eprintln!("slate: warning: serving {addr} beyond loopback without --auth-token-file");
     }
     let mut out = std::io::stdout().lock();
+    // Not `stdout_err`: a server that cannot say where it listens fails
+    // (a closed stdout here is not the end of some output).
     writeln!(out, "slate: serving {what} on {addr}")
         .and_then(|()| out.flush())
-        .map_err(stdout_err)?;
+        .map_err(|e| CliError::io(Path::new("<stdout: the serving line>"), e))?;
     drop(out);
     let signal = signals.forever().next();
     eprintln!(

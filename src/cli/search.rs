@@ -1,7 +1,7 @@
 //! `slate search`: vector queries from a file, one JSON line per query.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -130,7 +130,7 @@ pub fn run(coll: &impl Searchable, run: &SearchRun) -> Result<(), CliError> {
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let write_err = |e| CliError::io(Path::new("<stdout>"), e);
+    let write_err = super::stdout_err;
     let start = Instant::now();
     if run.batch {
         let all = coll.batch(run, &queries.rows)?;

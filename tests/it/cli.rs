@@ -589,27 +589,36 @@ fn bad_query_input_prints_and_writes_nothing() {
     let loads = ["--db", s(&db), "--collection", "c", "--load", s(&docs), "--quiet"];
     let queries = dir.path().join("q.f32");
     f32_file(&queries, &[[0.0, 0.0]]);
-    for command in [
-        vec!["find", "--filter", bad_filter],
-        vec!["find", "--sort", "a:sideways"],
-        vec!["count", "--filter", bad_filter],
-        vec![
-            "search",
-            "--field",
-            "v",
-            "--queries",
-            s(&queries),
-            "--filter",
-            bad_filter,
-        ],
+    let missing = dir.path().join("missing.f32");
+    for (command, names) in [
+        (vec!["find", "--filter", bad_filter], "$foo"),
+        (vec!["find", "--sort", "a:sideways"], "sideways"),
+        (vec!["count", "--filter", bad_filter], "$foo"),
+        (
+            vec![
+                "search",
+                "--field",
+                "v",
+                "--queries",
+                s(&queries),
+                "--filter",
+                bad_filter,
+            ],
+            "$foo",
+        ),
+        (
+            vec!["search", "--field", "v", "--queries", s(&queries), "--k", "0"],
+            "--k",
+        ),
+        (
+            vec!["search", "--field", "v", "--queries", s(&missing)],
+            "missing.f32",
+        ),
     ] {
         let mut args = command.clone();
         args.extend_from_slice(&loads);
         let err = fails(&args);
-        assert!(
-            err.contains("$foo") || err.contains("sideways"),
-            "{command:?}: {err}"
-        );
+        assert!(err.contains(names), "{command:?}: {err}");
         let err = fails(&["count", "--db", s(&db), "--collection", "c"]);
         assert!(
             err.contains("no database here"),
@@ -653,6 +662,14 @@ fn bad_query_input_prints_and_writes_nothing() {
     f32_file(&queries, &[[0.0, 0.0], [1.0, 0.0], [f32::NAN, 0.0]]);
     let err = fails(&search(&db, &queries, &[]));
     assert!(err.contains("query 2"), "{err}");
+    // An empty filter is no filter: --batch takes it.
+    f32_file(&queries, &[[0.0, 0.0]]);
+    let out = parse_lines(&ok(&search(
+        &db,
+        &queries,
+        &["--batch", "--filter", "{}", "--k", "2"],
+    )));
+    assert_eq!(out[0]["hits"].as_array().map(Vec::len), Some(2), "{out:?}");
     // No query at all still has its filter checked.
     let empty = dir.path().join("empty.f32");
     std::fs::write(&empty, b"").expect("write");
