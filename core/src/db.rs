@@ -41,6 +41,9 @@ pub(crate) struct Shared {
     pub(crate) readers: Arc<Readers>,
     /// Vector caches per collection. Changed only under the store's write lock.
     pub(crate) vectors: VectorSets,
+    /// Caches of dropped collections, each with the version of its drop,
+    /// kept while a snapshot older than the drop may read them.
+    retired_vectors: Mutex<Vec<(String, Arc<VectorSet>, u64)>>,
     /// Whether `vectors` has been loaded from the store.
     loaded: Mutex<bool>,
     /// Why a commit's vector changes could not all be applied to the caches
@@ -326,14 +329,22 @@ impl Database {
         }
         txn.delete(CATALOG_CF, name.as_bytes())?;
         let (_, _writer) = self.shared.catalog.commit(true, || {
-            txn.commit_holding(|_| {
-                self.shared
+            txn.commit_holding(|version| {
+                let set = self
+                    .shared
                     .vectors
                     .write()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(name);
+                if let Some(set) = set {
+                    // Snapshots from before the drop still search it.
+                    self.retired_vectors().push((name.to_owned(), set, version));
+                }
             })
         })?;
+        // Those no live snapshot predates are let go.
+        let floor = self.shared.readers.floor(self.untracked.as_ref());
+        self.retired_vectors().retain(|&(_, _, died)| died > floor);
         // Still the only writer: a create_collection of the same name waits
         // for the drop instead of having its new column family dropped.
         self.store.drop_cf(&collection_cf(name))?;
@@ -399,6 +410,26 @@ impl Database {
         Error::Poisoned { cause }
     }
 
+    fn retired_vectors(&self) -> std::sync::MutexGuard<'_, Vec<(String, Arc<VectorSet>, u64)>> {
+        self.shared
+            .retired_vectors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The vector caches of collection `name` as a snapshot at `version`
+    /// sees them: the live ones if born by then, else those of the
+    /// collection of that name dropped after `version`.
+    pub(crate) fn vector_set_at(&self, name: &str, version: u64) -> Option<Arc<VectorSet>> {
+        if let Some(set) = self.vector_set(name).filter(|set| set.born <= version) {
+            return Some(set);
+        }
+        self.retired_vectors()
+            .iter()
+            .find(|(n, set, died)| n == name && set.born <= version && version < *died)
+            .map(|(_, set, _)| Arc::clone(set))
+    }
+
     pub(crate) fn vector_set(&self, name: &str) -> Option<Arc<VectorSet>> {
         self.shared
             .vectors
@@ -458,6 +489,43 @@ mod tests {
                 reads += 1;
             }
         });
+    }
+
+    /// A read begun before a drop searches the dropped collection's vectors
+    /// (it reads its documents too); one begun after a re-create does not
+    /// see them, and they are let go at the next drop once no older read
+    /// is live.
+    #[test]
+    fn a_read_from_before_a_drop_still_searches_its_vectors() {
+        let db = Database::open(Arc::new(MemoryStore::new())).expect("open");
+        let config = CollectionConfig::new("c").vector("v", 2, crate::Metric::L2);
+        db.create_collection(config.clone()).expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        for i in 0..5 {
+            txn.insert("c", bson::doc! { "_id": i, "v": [f64::from(i), 0.0] })
+                .expect("insert");
+        }
+        txn.commit().expect("commit");
+        let before = db.read();
+        db.drop_collection("c").expect("drop");
+        db.create_collection(config).expect("re-create");
+        let hits = |read: &crate::read::ReadTxn<'_>| -> Result<usize> {
+            Ok(read
+                .collection("c")?
+                .vectors("v")?
+                .search(&[0.0, 0.0], 3, 1)
+                .expect("search")
+                .len())
+        };
+        assert_eq!(hits(&before).expect("the old read searches"), 3);
+        let after = db.read();
+        assert_eq!(hits(&after).expect("the new collection"), 0);
+        assert_eq!(db.retired_vectors().len(), 1);
+        drop(before);
+        drop(after);
+        // The next drop lets go of caches no live read predates.
+        db.drop_collection("c").expect("drop again");
+        assert_eq!(db.retired_vectors().len(), 0, "no live read predates either drop");
     }
 
     /// A commit whose vectors did not reach the caches says so, and the

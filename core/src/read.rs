@@ -115,12 +115,11 @@ impl<'db> ReadTxn<'db> {
             .catalog
             .collection(self.snap.as_ref(), name, self.catalog_gen)?;
         // No lock or map lookup for a collection without vector fields. A
-        // collection created after this snapshot (dropped and re-created
-        // since) has caches this snapshot must not read: its searches fail
-        // (`UnknownVectorField`) rather than see the new rows.
+        // collection dropped since this snapshot is searched through its
+        // retired caches; one created after it (re-created since) has caches
+        // this snapshot must not read.
         let vectors = if self.vectors && !config.vectors.is_empty() {
-            let version = self.snap.version();
-            self.db.vector_set(name).filter(|set| set.born <= version)
+            self.db.vector_set_at(name, self.snap.version())
         } else {
             None
         };
