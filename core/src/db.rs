@@ -342,9 +342,7 @@ impl Database {
                 }
             })
         })?;
-        // Those no live snapshot predates are let go.
-        let floor = self.shared.readers.floor(self.untracked.as_ref());
-        self.retired_vectors().retain(|&(_, _, died)| died > floor);
+        self.let_go_retired_vectors();
         // Still the only writer: a create_collection of the same name waits
         // for the drop instead of having its new column family dropped.
         self.store.drop_cf(&collection_cf(name))?;
@@ -408,6 +406,19 @@ impl Database {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(cause.clone());
         Error::Poisoned { cause }
+    }
+
+    /// Drops the retired caches that no live snapshot predates. Runs at
+    /// each drop and each write transaction's start (not on reads, which
+    /// are hot), so a dropped collection's vectors are freed by the next
+    /// write after its last older read ends.
+    pub(crate) fn let_go_retired_vectors(&self) {
+        let mut retired = self.retired_vectors();
+        if retired.is_empty() {
+            return;
+        }
+        let floor = self.shared.readers.floor(self.untracked.as_ref());
+        retired.retain(|&(_, _, died)| died > floor);
     }
 
     fn retired_vectors(&self) -> std::sync::MutexGuard<'_, Vec<(String, Arc<VectorSet>, u64)>> {
@@ -493,8 +504,8 @@ mod tests {
 
     /// A read begun before a drop searches the dropped collection's vectors
     /// (it reads its documents too); one begun after a re-create does not
-    /// see them, and they are let go at the next drop once no older read
-    /// is live.
+    /// see them, and they are let go by the first write after the last
+    /// older read ends.
     #[test]
     fn a_read_from_before_a_drop_still_searches_its_vectors() {
         let db = Database::open(Arc::new(MemoryStore::new())).expect("open");
@@ -521,11 +532,13 @@ mod tests {
         let after = db.read();
         assert_eq!(hits(&after).expect("the new collection"), 0);
         assert_eq!(db.retired_vectors().len(), 1);
-        drop(before);
         drop(after);
-        // The next drop lets go of caches no live read predates.
-        db.drop_collection("c").expect("drop again");
-        assert_eq!(db.retired_vectors().len(), 0, "no live read predates either drop");
+        // Kept while the older read lives, let go by the next write after.
+        drop(db.begin_write().expect("txn"));
+        assert_eq!(db.retired_vectors().len(), 1);
+        drop(before);
+        drop(db.begin_write().expect("txn"));
+        assert_eq!(db.retired_vectors().len(), 0, "no live read predates the drop");
     }
 
     /// A commit whose vectors did not reach the caches says so, and the

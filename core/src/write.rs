@@ -213,6 +213,7 @@ impl<'db> WriteTxn<'db> {
         // Checked holding the writers' turn: a failure is recorded before
         // the turn of the commit that had it ends.
         db.check_vectors()?;
+        db.let_go_retired_vectors();
         Ok(Self {
             db,
             txn,
