@@ -330,16 +330,15 @@ impl Database {
         txn.delete(CATALOG_CF, name.as_bytes())?;
         let (_, _writer) = self.shared.catalog.commit(true, || {
             txn.commit_holding(|version| {
-                let set = self
-                    .shared
-                    .vectors
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(name);
-                if let Some(set) = set {
-                    // Snapshots from before the drop still search it.
-                    self.retired_vectors().push((name.to_owned(), set, version));
+                let mut live = self.shared.vectors.write().unwrap_or_else(|e| e.into_inner());
+                // Retired before it leaves the live map (under its lock), so
+                // that a snapshot from before the drop always finds it in
+                // one or the other.
+                if let Some(set) = live.get(name) {
+                    self.retired_vectors()
+                        .push((name.to_owned(), Arc::clone(set), version));
                 }
+                live.remove(name);
             })
         })?;
         self.let_go_retired_vectors();

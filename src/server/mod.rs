@@ -336,7 +336,7 @@ impl Drop for Ended<'_> {
 fn refuse(refusing: &Arc<AtomicUsize>, stream: TcpStream, err: WireError) {
     if refusing.fetch_add(1, Ordering::SeqCst) >= MAX_REFUSING {
         refusing.fetch_sub(1, Ordering::SeqCst);
-        let _ = stream.set_nonblocking(true);
+        let nonblocking = stream.set_nonblocking(true).is_ok();
         let mut writer = BufWriter::new(&stream);
         let _ = handler::reply::<protocol::Done>(&mut writer, 0, Err(err)).and_then(|()| writer.flush());
         drop(writer);
@@ -344,7 +344,7 @@ fn refuse(refusing: &Arc<AtomicUsize>, stream: TcpStream, err: WireError) {
         // unread bytes would reset the connection and could destroy the
         // refusal before the peer reads it.
         let mut sink = [0u8; 4096];
-        for _ in 0..16 {
+        for _ in 0..if nonblocking { 16 } else { 0 } {
             if !matches!(io::Read::read(&mut &stream, &mut sink), Ok(n) if n > 0) {
                 break;
             }
