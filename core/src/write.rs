@@ -969,6 +969,12 @@ impl<'db> WriteTxn<'db> {
             let cf = collection_cf(&collection);
             let key = keys::count_key(&part);
             let n = read_count(self.txn.get(&cf, &key)?.as_deref())?;
+            // A negative count is a bookkeeping bug: caught by the tests
+            // (debug builds), clamped rather than stored in release.
+            debug_assert!(
+                n as i64 + delta >= 0,
+                "count of {collection:?} would go below 0 ({n} + {delta})"
+            );
             let n = (n as i64 + delta).max(0) as u64;
             self.txn.put(&cf, key, n.to_le_bytes().to_vec())?;
         }
