@@ -871,3 +871,68 @@ fn staged_replacements_are_written_once_each() {
         .expect("get")
         .is_none());
 }
+
+/// A MemoryStore whose column families cannot be dropped (a disk refusing
+/// to delete files).
+#[derive(Debug, Default)]
+struct StuckDrop(MemoryStore);
+
+impl Store for StuckDrop {
+    fn snapshot(&self) -> Arc<dyn Snapshot + '_> {
+        self.0.snapshot()
+    }
+    fn create_cf(&self, name: &str) -> slate_core::Result<()> {
+        self.0.create_cf(name)
+    }
+    fn drop_cf(&self, name: &str) -> slate_core::Result<()> {
+        if name.starts_with("__") {
+            return self.0.drop_cf(name);
+        }
+        // Refused once per name: the cleanup at the next create succeeds.
+        static REFUSED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let mut refused = REFUSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if refused.iter().any(|n| n == name) {
+            return self.0.drop_cf(name);
+        }
+        refused.push(name.to_owned());
+        Err(Error::Corrupt {
+            what: "injected: the column family cannot be dropped".into(),
+        })
+    }
+    fn list_cfs(&self) -> Vec<String> {
+        self.0.list_cfs()
+    }
+    fn write_lock(&self) -> slate_core::Result<WriteGuard<'_>> {
+        self.0.write_lock()
+    }
+    fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> slate_core::Result<u64> {
+        self.0.apply(batch, before_publish)
+    }
+}
+
+/// Once its catalog entry is gone the drop has happened: it succeeds even
+/// when the storage cannot be freed, and a create of the same name starts
+/// empty (it used to fail, and a retry said the collection was unknown).
+#[test]
+fn a_committed_drop_succeeds_when_its_storage_cannot_be_freed() {
+    let db = Database::open(Arc::new(StuckDrop::default())).expect("db");
+    db.create_collection(CollectionConfig::new("stuck_drop"))
+        .expect("create");
+    let mut txn = db.begin_write().expect("begin");
+    txn.insert("stuck_drop", doc! { "_id": 1 }).expect("insert");
+    txn.commit().expect("commit");
+    db.drop_collection("stuck_drop").expect("the drop is committed");
+    assert!(!db
+        .list_collections()
+        .expect("list")
+        .contains(&"stuck_drop".to_owned()));
+    assert!(matches!(
+        db.read().collection("stuck_drop"),
+        Err(Error::UnknownCollection { .. })
+    ));
+    db.create_collection(CollectionConfig::new("stuck_drop"))
+        .expect("re-create");
+    let read = db.read();
+    let c = read.collection("stuck_drop").expect("collection");
+    assert_eq!(c.scan(&Part::none()).expect("scan").count(), 0, "starts empty");
+}
