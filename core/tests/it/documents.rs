@@ -707,31 +707,44 @@ fn index_counts_agree_with_the_documents_up_to_their_cap() {
     }
 }
 
-/// A MemoryStore that pauses before dropping a column family, as a slow disk
-/// might: it widens the moment between a collection's removal from the
-/// catalog and the drop of its storage.
-#[derive(Debug, Default)]
-struct SlowDrop(MemoryStore);
+/// A MemoryStore that runs `before` ahead of each column family drop, which
+/// may fail it: a slow disk (a pause widens the moment between a
+/// collection's removal from the catalog and the drop of its storage), or
+/// one that refuses.
+#[derive(Debug)]
+struct OnDrop {
+    store: MemoryStore,
+    before: fn(&str) -> slate_core::Result<()>,
+}
 
-impl Store for SlowDrop {
+impl OnDrop {
+    fn new(before: fn(&str) -> slate_core::Result<()>) -> Self {
+        OnDrop {
+            store: MemoryStore::new(),
+            before,
+        }
+    }
+}
+
+impl Store for OnDrop {
     fn snapshot(&self) -> Arc<dyn Snapshot + '_> {
-        self.0.snapshot()
+        self.store.snapshot()
     }
     fn create_cf(&self, name: &str) -> slate_core::Result<()> {
-        self.0.create_cf(name)
+        self.store.create_cf(name)
     }
     fn drop_cf(&self, name: &str) -> slate_core::Result<()> {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        self.0.drop_cf(name)
+        (self.before)(name)?;
+        self.store.drop_cf(name)
     }
     fn list_cfs(&self) -> Vec<String> {
-        self.0.list_cfs()
+        self.store.list_cfs()
     }
     fn write_lock(&self) -> slate_core::Result<WriteGuard<'_>> {
-        self.0.write_lock()
+        self.store.write_lock()
     }
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> slate_core::Result<u64> {
-        self.0.apply(batch, before_publish)
+        self.store.apply(batch, before_publish)
     }
 }
 
@@ -740,7 +753,11 @@ impl Store for SlowDrop {
 /// before the creator can make its own), and the drop succeeds.
 #[test]
 fn a_drop_racing_a_create_of_the_same_name_leaves_the_new_collection_whole() {
-    let db = Database::open(Arc::new(SlowDrop::default())).expect("db");
+    let slow = |_: &str| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        Ok(())
+    };
+    let db = Database::open(Arc::new(OnDrop::new(slow))).expect("db");
     db.create_collection(CollectionConfig::new("x")).expect("create");
     std::thread::scope(|s| {
         let dropper = s.spawn(|| db.drop_collection("x"));
@@ -872,42 +889,18 @@ fn staged_replacements_are_written_once_each() {
         .is_none());
 }
 
-/// A MemoryStore whose column families cannot be dropped (a disk refusing
-/// to delete files).
-#[derive(Debug, Default)]
-struct StuckDrop(MemoryStore);
-
-impl Store for StuckDrop {
-    fn snapshot(&self) -> Arc<dyn Snapshot + '_> {
-        self.0.snapshot()
+/// Refuses the first drop of each collection's column family (a disk
+/// refusing to delete files); the cleanup at the next create succeeds.
+fn refuse_once(name: &str) -> slate_core::Result<()> {
+    static REFUSED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut refused = REFUSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if name.starts_with("__") || refused.iter().any(|n| n == name) {
+        return Ok(());
     }
-    fn create_cf(&self, name: &str) -> slate_core::Result<()> {
-        self.0.create_cf(name)
-    }
-    fn drop_cf(&self, name: &str) -> slate_core::Result<()> {
-        if name.starts_with("__") {
-            return self.0.drop_cf(name);
-        }
-        // Refused once per name: the cleanup at the next create succeeds.
-        static REFUSED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-        let mut refused = REFUSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if refused.iter().any(|n| n == name) {
-            return self.0.drop_cf(name);
-        }
-        refused.push(name.to_owned());
-        Err(Error::Corrupt {
-            what: "injected: the column family cannot be dropped".into(),
-        })
-    }
-    fn list_cfs(&self) -> Vec<String> {
-        self.0.list_cfs()
-    }
-    fn write_lock(&self) -> slate_core::Result<WriteGuard<'_>> {
-        self.0.write_lock()
-    }
-    fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> slate_core::Result<u64> {
-        self.0.apply(batch, before_publish)
-    }
+    refused.push(name.to_owned());
+    Err(Error::Corrupt {
+        what: "injected: the column family cannot be dropped".into(),
+    })
 }
 
 /// Once its catalog entry is gone the drop has happened: it succeeds even
@@ -915,7 +908,7 @@ impl Store for StuckDrop {
 /// empty (it used to fail, and a retry said the collection was unknown).
 #[test]
 fn a_committed_drop_succeeds_when_its_storage_cannot_be_freed() {
-    let db = Database::open(Arc::new(StuckDrop::default())).expect("db");
+    let db = Database::open(Arc::new(OnDrop::new(refuse_once))).expect("db");
     db.create_collection(CollectionConfig::new("stuck_drop"))
         .expect("create");
     let mut txn = db.begin_write().expect("begin");
