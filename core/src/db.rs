@@ -288,8 +288,7 @@ impl Database {
     pub fn create_collection(&self, config: CollectionConfig) -> Result<()> {
         config.validate()?;
         let cf = collection_cf(&config.name);
-        let mut txn = begin_write(self.store.as_ref())?;
-        self.check_vectors()?;
+        let mut txn = self.begin_store_write()?;
         if txn.get(CATALOG_CF, config.name.as_bytes())?.is_some() {
             return Err(Error::CollectionExists { name: config.name });
         }
@@ -320,8 +319,7 @@ impl Database {
 
     /// Drops a collection with all its documents, indexes and vectors.
     pub fn drop_collection(&self, name: &str) -> Result<()> {
-        let mut txn = begin_write(self.store.as_ref())?;
-        self.check_vectors()?;
+        let mut txn = self.begin_store_write()?;
         if txn.get(CATALOG_CF, name.as_bytes())?.is_none() {
             return Err(Error::UnknownCollection {
                 name: name.to_owned(),
@@ -390,8 +388,18 @@ impl Database {
         WriteTxn::new(self)
     }
 
+    /// The store's write transaction for a write of this database: taken,
+    /// then refused ([`Error::Poisoned`]) if a commit failed to update the
+    /// vector caches, checked holding the writers' turn so that a failure
+    /// is recorded before the next writer looks.
+    pub(crate) fn begin_store_write(&self) -> Result<crate::store::WriteTxn<'_>> {
+        let txn = begin_write(self.store.as_ref())?;
+        self.check_vectors()?;
+        Ok(txn)
+    }
+
     /// [`Error::Poisoned`] once a commit failed to update the vector caches.
-    pub(crate) fn check_vectors(&self) -> Result<()> {
+    fn check_vectors(&self) -> Result<()> {
         match &*self
             .shared
             .vectors_failed

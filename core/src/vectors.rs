@@ -190,15 +190,15 @@ impl Database {
                     }
                 };
                 if let Err(e) = result {
-                    log::error!("vector cache {collection}.{field}: {e}");
-                    failed.get_or_insert(format!("vector cache {collection}.{field}: {e}"));
+                    let cause = format!("vector cache {collection}.{field}: {e}");
+                    log::error!("{cause}");
+                    failed.get_or_insert(cause);
                 }
             }
             if let Err(e) = writer.commit(version) {
-                log::error!("vector cache {collection}.{field}: commit at {version}: {e}");
-                failed.get_or_insert(format!(
-                    "vector cache {collection}.{field}: commit at {version}: {e}"
-                ));
+                let cause = format!("vector cache {collection}.{field}: commit at {version}: {e}");
+                log::error!("{cause}");
+                failed.get_or_insert(cause);
             }
         }
         failed

@@ -209,10 +209,7 @@ struct Prepared {
 
 impl<'db> WriteTxn<'db> {
     pub(crate) fn new(db: &'db Database) -> Result<Self> {
-        let txn = store::begin_write(db.store.as_ref())?;
-        // Checked holding the writers' turn: a failure is recorded before
-        // the turn of the commit that had it ends.
-        db.check_vectors()?;
+        let txn = db.begin_store_write()?;
         db.let_go_retired_vectors();
         Ok(Self {
             db,
