@@ -9,8 +9,9 @@
 //!
 //! `bash scripts/bench.sh sweep` (100k × 384, k = 10, one thread per query);
 //! `SLATE_SWEEP_N` and `SLATE_SWEEP_DIM` change the size, and
-//! `SLATE_SWEEP_ONLY=0.01` runs just that selectivity (indexed), for profiling;
-//! `SLATE_SWEEP_CODES=0` runs without row codes.
+//! `SLATE_SWEEP_ONLY=0.01` runs just that selectivity (indexed and not), for profiling;
+//! `SLATE_SWEEP_CODES=0` runs without row codes; `SLATE_SWEEP_EXPLAIN=1`
+//! prints each strategy's `explain()` of one query at every point.
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -71,13 +72,14 @@ fn bench(c: &mut Criterion) {
     let only: Option<f64> = std::env::var("SLATE_SWEEP_ONLY")
         .ok()
         .and_then(|v| v.parse().ok());
+    let explain = env_usize("SLATE_SWEEP_EXPLAIN", 0) != 0;
     let data = sweep::build(&config).expect("sweep data");
     if only.is_none() {
         calibrate(&data, &config);
     }
     for indexed in [true, false] {
         for s in SELECTIVITIES {
-            if only.is_some_and(|o| (o - s * 100.0).abs() > 1e-9 || !indexed) {
+            if only.is_some_and(|o| (o - s * 100.0).abs() > 1e-9) {
                 continue;
             }
             // Checks every strategy against the reference once (and learns
@@ -86,6 +88,14 @@ fn bench(c: &mut Criterion) {
                 .measure_checked(s, indexed)
                 .expect("strategies agree with the reference");
             let name = format!("sweep/{}{}", s * 100.0, if indexed { "%" } else { "%-unindexed" });
+            if explain {
+                for strategy in &point.usable {
+                    let (_, ex) = data
+                        .slate_explain(&data.queries[0], &point.window(0).filter, *strategy)
+                        .expect("search");
+                    eprintln!("{name} {strategy}:\n{ex}");
+                }
+            }
             let mut group = c.benchmark_group(name);
             group.throughput(Throughput::Elements(1));
             group.sample_size(20);

@@ -77,8 +77,8 @@ pub struct SearchStats {
     /// their code and found too far (then counted in `rows_pruned` too).
     pub rows_scanned: u64,
     /// Rows of `rows_scanned` whose code's bound ruled them out, so their
-    /// vector was never read (gather and scans with nothing to check, on rows
-    /// with codes).
+    /// vector was never read (rows with codes: gather and every scan; a
+    /// scan under a lazy filter once its heap is full).
     pub rows_pruned: u64,
     /// Calls of the filter predicate.
     pub predicate_calls: u64,
@@ -377,12 +377,13 @@ impl CacheView {
         self.check_query(query, 0)?;
         let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
         let ranges = self.snap.ranges(TASK_ROWS);
-        // With no filter to check (unfiltered, or every masked row a
-        // match), every visible row counts towards the k nearest, so row
-        // codes can bound a range's rows before any vector is read (as
-        // gather does).
-        let coded =
-            (filters.lazy.is_none() && self.snap.has_codes()).then(|| QueryCode::new(self.metric(), query));
+        // Row codes bound a range's rows before any vector is read (as
+        // gather does): with nothing to check, by the k smallest upper
+        // bounds; under a lazy filter, by the heap's bound once it is full.
+        let coded = self
+            .snap
+            .has_codes()
+            .then(|| QueryCode::new(self.metric(), query));
         // Each parallel fold keeps its own heap; the shared bound lets it
         // skip rows (and their filter checks) that another fold's full heap
         // already rules out. Under a lazy filter a heap checks every row
@@ -435,31 +436,59 @@ impl CacheView {
         // after their distance and no id, filter or heap access.
         let mut bound = top.bound().min(shared.get());
         let check = !self.all_visible();
-        // With codes and nothing to check, a first pass bounds each row (of
-        // the segment, or under the mask) from its code, and only the rows
-        // the cap cannot rule out are visited below, as gather does. Exact,
-        // rounding included: a row is ruled out only when its distance, as
-        // the kernel computes it, must exceed the cap.
-        let survivors = coded.map(|code| {
-            let mut pruner = Pruner::new(code, top.k(), f64::from(bound), 0);
-            let mut bound_row = |i: usize| {
-                if !check || seg.visible(i, self.version) {
-                    pruner.offer(i as u32, seg.code(i));
-                }
-            };
-            match filters.mask {
-                // In order: the hardware prefetcher follows.
-                None => (0..seg.len()).for_each(&mut bound_row),
-                // Scattered: each masked row's code is asked for a few ahead.
-                Some(mask) => for_each_masked(
-                    mask,
-                    base,
-                    seg.len(),
-                    |i| self.snap.prefetch_code(base + i, check),
-                    &mut bound_row,
-                ),
+        // With codes, a first pass bounds each row (of the segment, or under
+        // the mask) from its code, and only the rows the cap cannot rule out
+        // are visited below, as gather does. Exact, rounding included: a row
+        // is ruled out only when its distance, as the kernel computes it,
+        // must exceed the cap.
+        // - Nothing to check: every visible row counts towards the k
+        //   nearest, so the k smallest upper bounds cap the k-th distance.
+        // - A lazy filter: a row that fails it does not count, so only the
+        //   heap's bound (once full) caps what can enter; a row beyond it
+        //   cannot enter, matching or not, and is neither read nor checked.
+        //   Until a heap is full, every row is read.
+        let for_each_row = |bound_row: &mut dyn FnMut(usize)| match filters.mask {
+            // In order: the hardware prefetcher follows.
+            None => (0..seg.len()).for_each(bound_row),
+            // Scattered: each masked row's code is asked for a few ahead.
+            Some(mask) => for_each_masked(
+                mask,
+                base,
+                seg.len(),
+                |i| self.snap.prefetch_code(base + i, check),
+                bound_row,
+            ),
+        };
+        let survivors = match (coded, filters.lazy) {
+            (Some(code), None) => {
+                let mut pruner = Pruner::new(code, top.k(), f64::from(bound), 0);
+                for_each_row(&mut |i| {
+                    if !check || seg.visible(i, self.version) {
+                        pruner.offer(i as u32, seg.code(i));
+                    }
+                });
+                Some(pruner.survivors())
             }
-            let (kept, seen) = pruner.survivors();
+            (Some(code), Some(_)) if bound.is_finite() => {
+                let mut cap = Cap::new(code);
+                cap.set(f64::from(bound));
+                let mut kept = Vec::new();
+                let mut seen = 0u64;
+                for_each_row(&mut |i| {
+                    if check && !seg.visible(i, self.version) {
+                        return;
+                    }
+                    seen += 1;
+                    let b = seg.code(i).and_then(|(codes, meta)| code.row(codes, meta));
+                    if !b.is_some_and(|b| cap.rules_out(&b)) {
+                        kept.push(i as u32);
+                    }
+                });
+                Some((kept, seen))
+            }
+            _ => None,
+        }
+        .map(|(kept, seen)| {
             // The survivors count as scanned when visited.
             let pruned = seen - kept.len() as u64;
             stats.rows_scanned += pruned;
