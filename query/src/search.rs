@@ -977,29 +977,57 @@ fn candidate_keys(
     Ok(out)
 }
 
-/// Estimates the filter's selectivity from up to 1,024 rows spread evenly over
-/// the cache (their documents are read and checked).
+/// Most rows a selectivity sample reads.
+const SAMPLE_ROWS: usize = 1024;
+
+/// A sample stops once this many of its rows match: the estimate is then
+/// within about 1/√64 = 12% of the fraction (and over 6%, far from where
+/// gather could beat a scan), and an unselective filter costs its search
+/// 64 to 128 document reads, not 1,024 (a millisecond at 100k rows).
+const SAMPLE_HITS: usize = 64;
+
+/// The positions of up to [`SAMPLE_ROWS`] of `rows` rows, spread evenly
+/// over them, in bit-reversed order: every prefix is spread evenly too, so
+/// a sample cut short still covers the whole cache, not just its first
+/// rows (which may all match a filter on, say, an insertion date).
+fn sample_positions(rows: usize) -> impl Iterator<Item = usize> {
+    let slots = SAMPLE_ROWS.min(rows.next_power_of_two());
+    let bits = slots.trailing_zeros();
+    (0..slots).filter_map(move |j| {
+        let r = if bits == 0 {
+            0
+        } else {
+            j.reverse_bits() >> (usize::BITS - bits)
+        };
+        // The middle of slot `r`'s share of the rows.
+        let pos = if rows <= slots {
+            r
+        } else {
+            (2 * r + 1) * rows / (2 * slots)
+        };
+        (pos < rows).then_some(pos)
+    })
+}
+
+/// Estimates the filter's selectivity from up to [`SAMPLE_ROWS`] rows spread
+/// evenly over the cache (their documents are read and checked), stopping
+/// at [`SAMPLE_HITS`] matches.
 fn sample_selectivity(view: &CacheView, checker: &Checker<'_, '_>) -> f64 {
-    let total = view.len();
-    if total == 0 {
+    if view.is_empty() {
         return 0.0;
     }
-    let want = 1024.min(total);
-    let stride = (total / want).max(1);
-    let mut seen = 0usize;
-    let mut hit = 0usize;
-    for (i, row) in view.rows().enumerate() {
-        if !i.is_multiple_of(stride) {
+    let (mut seen, mut hit) = (0usize, 0usize);
+    for pos in sample_positions(view.row_count()) {
+        // Rows retired by updates and deletes are not sampled.
+        let Some(key) = view.id(RowId(pos as u32)) else {
             continue;
-        }
-        if let Some(key) = view.id(row) {
-            seen += 1;
-            if checker.accepts(key) {
-                hit += 1;
+        };
+        seen += 1;
+        if checker.accepts(key) {
+            hit += 1;
+            if hit == SAMPLE_HITS {
+                break;
             }
-        }
-        if seen == want {
-            break;
         }
     }
     // Add-one smoothing: a sample with no match does not claim zero matches.
@@ -1311,6 +1339,29 @@ mod tests {
             assert!(model.gathered(c, 10.0) < cost, "{c}: gather is cheaper");
         }
         assert!(CostModel::survivors(1_000.0, 10.0) < 1_000.0);
+    }
+
+    #[test]
+    fn a_sample_is_spread_over_the_rows_in_every_prefix() {
+        for rows in [0usize, 1, 2, 5, 1000, 1024, 1025, 3000, 100_000] {
+            let positions: Vec<usize> = sample_positions(rows).collect();
+            assert_eq!(positions.len(), rows.min(SAMPLE_ROWS), "rows {rows}");
+            let mut sorted = positions.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), positions.len(), "rows {rows}: a position repeats");
+            assert!(positions.iter().all(|&p| p < rows), "rows {rows}");
+            // Its first 64 positions (where a sample of an unselective
+            // filter may stop) leave no gap over a 32nd of the rows.
+            if rows >= SAMPLE_ROWS {
+                let mut first: Vec<usize> = positions[..64].to_vec();
+                first.sort_unstable();
+                first.insert(0, 0);
+                first.push(rows);
+                let gap = first.windows(2).map(|w| w[1] - w[0]).max();
+                assert!(gap <= Some(rows / 32), "rows {rows}: gap {gap:?}");
+            }
+        }
     }
 
     #[test]

@@ -731,3 +731,43 @@ fn search_hits_carry_each_documents_exact_id() {
         assert_eq!(ids(&fresh), vec![Bson::Int32(7)], "[{}] an int32 id", t.backend);
     }
 }
+
+/// An unindexed filter's estimate comes from a sample spread over the
+/// whole cache even when it stops early: matches bunched at the start (as
+/// a filter on insertion time bunches them) are not taken for the rest.
+#[test]
+fn a_sampled_estimate_covers_the_whole_collection() {
+    let db = Db::memory();
+    let coll = db
+        .create_collection(CollectionConfig::new("s").vector("v", 4, Metric::L2))
+        .expect("create");
+    let n = 5_000i64;
+    let docs: Vec<Document> = (0..n)
+        .map(|i| {
+            let x = i as f64;
+            doc! { "_id": i, "seq": i, "odd": i % 2, "v": [x.sin(), x.cos(), (x * 0.5).sin(), 1.0] }
+        })
+        .collect();
+    coll.insert_many(docs).expect("insert");
+    for (filter, matching) in [
+        (doc! { "seq": { "$lt": 500 } }, 500),
+        (doc! { "seq": { "$gte": n - 500 } }, 500),
+        (doc! { "seq": { "$lt": n - 500 } }, n - 500),
+        (doc! { "odd": 1 }, n / 2),
+        (doc! { "seq": { "$lt": 20 } }, 20),
+    ] {
+        let (hits, explain) = coll
+            .search("v", &[0.0, 1.0, 0.0, 1.0])
+            .k(5)
+            .filter(filter.clone())
+            .explain()
+            .expect("search");
+        assert_eq!(hits.len(), 5, "{filter}");
+        assert_eq!(explain.estimated_by, "sample", "{filter}");
+        let (est, want) = (explain.estimate as f64, matching as f64);
+        assert!(
+            est >= want / 2.0 && est <= want * 2.0 + 50.0,
+            "{filter}: estimated {est} of {want}"
+        );
+    }
+}
