@@ -442,6 +442,15 @@ impl<'t> CollectionRead<'t> {
         self.get_doc_key(key)
     }
 
+    /// The document under key `key` (as found in [`RawDoc::key`] or an index
+    /// entry): [`get_keys`](Self::get_keys) of one key, without its lists.
+    pub fn get_key<'a>(&'a self, key: &'a [u8]) -> Result<Option<RawDoc<'a>>> {
+        Ok(self.snap.get(&self.cf, key)?.map(|bytes| RawDoc {
+            key: Cow::Borrowed(key),
+            bytes,
+        }))
+    }
+
     /// Documents by key (as found in [`RawDoc::key`] or an index entry), in the
     /// order given; `None` for a key with no document.
     /// The documents borrow their keys from `keys`.

@@ -629,13 +629,11 @@ impl Checker<'_, '_> {
             return true;
         }
         self.checked.fetch_add(1, Ordering::Relaxed);
-        match self.read.get_keys(&[key]) {
-            Ok(mut docs) => match docs.pop().flatten() {
-                Some(doc) => self
-                    .filter
-                    .is_none_or(|f| doc.raw().is_ok_and(|raw| f.matches(raw))),
-                None => false,
-            },
+        match self.read.get_key(key) {
+            Ok(Some(doc)) => self
+                .filter
+                .is_none_or(|f| doc.raw().is_ok_and(|raw| f.matches(raw))),
+            Ok(None) => false,
             Err(e) => {
                 log::error!("search filter: reading {}: {e}", slate_core::KeyDisplay(key));
                 false
