@@ -222,15 +222,16 @@ pub struct CostModel {
     /// read from wherever it lies; see [`gathered`](Self::gathered).
     /// Infinite when the rows keep no codes.
     pub code_row: f64,
-    /// One masked row bounded from its code in a masked scan with nothing
-    /// to check, when the mask is dense (its rows' codes read in order);
-    /// see [`masked`](Self::masked). Infinite when the rows
-    /// keep no codes.
+    /// One row bounded from its code in a scan (masked or not; with
+    /// nothing to check, or under a lazy filter once a heap is full), when
+    /// the mask is dense (its rows' codes read in order); see
+    /// [`masked`](Self::masked) and [`lazy_scan`](Self::lazy_scan).
+    /// Infinite when the rows keep no codes.
     pub mask_code: f64,
     /// What a masked row's code costs more when the mask is sparse (read
     /// from wherever it lies).
     pub mask_code_sparse: f64,
-    /// One scan task of a coded masked scan: its code pass's set-up.
+    /// One scan task of a coded scan: its code pass's set-up.
     pub mask_task: f64,
 }
 
@@ -314,25 +315,47 @@ impl CostModel {
         self.coded(n, c, Self::survivors(c, k))
     }
 
-    /// A masked scan of `c` of `n` rows under a lazy filter that is checked
-    /// `checks` times: with codes, each masked row is bounded from its code
-    /// once a heap holds k matches, and about [`LAZY_READS`] rows are read
-    /// per check; without, every masked row is read.
-    pub fn lazy_masked(&self, n: f64, c: f64, checks: f64) -> f64 {
-        if self.mask_code.is_infinite() {
-            return c * self.mask_row + Self::cold_mask_rows(n, c) * self.mask_cold;
+    /// A masked scan of `c` of `n` rows under a lazy filter checked
+    /// `checks` times, the first `fill` of them before a heap holds k
+    /// matches (see [`lazy_work`](Self::lazy_work)): those rows are read
+    /// outright, as every masked row is without codes; after them, each
+    /// masked row is bounded from its code and about [`LAZY_READS`] rows
+    /// are read per further check.
+    pub fn lazy_masked(&self, n: f64, c: f64, fill: f64, checks: f64) -> f64 {
+        let outright = c * self.mask_row + Self::cold_mask_rows(n, c) * self.mask_cold;
+        if self.mask_code.is_infinite() || c <= 0.0 {
+            return outright;
         }
-        self.coded(n, c, (checks * LAZY_READS).min(c))
+        let fill = fill.clamp(0.0, c);
+        let rest = c - fill;
+        let reads = ((checks - fill).max(0.0) * LAZY_READS).min(rest);
+        fill * self.mask_row + self.coded(n * rest / c, rest, reads)
     }
 
-    /// A scan of all `n` rows under a lazy filter checked `checks` times:
-    /// as [`lazy_masked`](Self::lazy_masked) with every row in the mask;
-    /// without codes, `n` rows read in order.
-    pub fn lazy_scan(&self, n: f64, checks: f64) -> f64 {
+    /// A scan of all `n` rows under a lazy filter: as
+    /// [`lazy_masked`](Self::lazy_masked) with every row in the mask, the
+    /// rows before the heap fills read in order (one row each); without
+    /// codes, `n` rows read in order.
+    pub fn lazy_scan(&self, n: f64, fill: f64, checks: f64) -> f64 {
         if self.mask_code.is_infinite() {
             return n;
         }
-        self.coded(n, n, (checks * LAZY_READS).min(n))
+        let fill = fill.clamp(0.0, n);
+        let rest = n - fill;
+        let reads = ((checks - fill).max(0.0) * LAZY_READS).min(rest);
+        fill + self.coded(rest, rest, reads)
+    }
+
+    /// A lazy scan of `base` rows on `par` threads, each over its share
+    /// with a heap of its own, when a fraction `rel` of them match: its
+    /// filter checks (see [`lazy_checks`](Self::lazy_checks)) and the rows
+    /// read before the threads' heaps hold k matches each (when no code
+    /// can rule a row out), summed over the threads.
+    pub fn lazy_work(base: f64, rel: f64, k: f64, par: f64) -> (f64, f64) {
+        let par = par.max(1.0);
+        let share = base / par;
+        let fill = if rel <= 0.0 { share } else { (k / rel).min(share) };
+        (par * Self::lazy_checks(share, rel, k), par * fill)
     }
 
     /// A coded scan of `c` of `n` rows that reads `reads` of them: a set-up
@@ -418,14 +441,14 @@ impl CostModel {
         let (nf, kf) = (n as f64, k as f64);
         let index_wins = |c: u64| {
             let c = c as f64;
-            let checks = Self::lazy_checks(nf, c / nf, kf);
+            let (checks, fill) = Self::lazy_work(nf, c / nf, kf, 1.0);
             c * (self.candidate
                 + self
                     .code_row
                     .min(self.gather_row)
                     .min(self.mask_row)
                     .min(self.mask_code))
-                < self.lazy_scan(nf, checks) + checks * self.doc_check
+                < self.lazy_scan(nf, fill, checks) + checks * self.doc_check
         };
         // `index_wins` is monotone (true, then false) in c: binary search.
         let (mut lo, mut hi) = (0u64, n.max(1));
@@ -438,6 +461,93 @@ impl CostModel {
             }
         }
         lo.max(64)
+    }
+}
+
+/// What the planner knows of a search when it prices the strategies.
+#[derive(Debug, Clone, Copy)]
+struct Priced {
+    /// Visible rows.
+    n: f64,
+    /// Hits wanted.
+    k: f64,
+    /// Estimated documents matching the filter.
+    matches: f64,
+    /// The index's candidates (every row without an index).
+    candidates: f64,
+    /// Estimated fraction of rows matching (at least one row's).
+    selectivity: f64,
+    /// Threads a scan runs on.
+    par: f64,
+    /// Whether there is a filter.
+    filtered: bool,
+    /// Whether the index's candidates are exactly the matches.
+    exact: bool,
+    /// Whether an index narrows the filter.
+    indexed: bool,
+    /// A matching document's row looked up by its id (gather without an index).
+    id_lookup: f64,
+}
+
+impl CostModel {
+    /// Each strategy's cost for `p`, in scan-row units, in the order gather,
+    /// scan, bitmap (`None`: not possible).
+    fn costs(&self, p: &Priced) -> [(Strategy, Option<f64>); 3] {
+        let Priced {
+            n,
+            k,
+            matches: m,
+            candidates: cand,
+            selectivity: s,
+            par,
+            ..
+        } = *p;
+        // A lazy scan's threads each fill a heap of their own over their
+        // share (the bound they share only helps once one is full), so each
+        // checks what a lazy scan of its share alone would.
+        let scan = if p.filtered {
+            let (checks, fill) = Self::lazy_work(n, s, k, par);
+            (self.lazy_scan(n, fill, checks) + checks * self.doc_check) / par
+        } else {
+            n / par
+        };
+        let gather = if !p.filtered {
+            None
+        } else if p.exact {
+            Some(cand * self.candidate + self.gathered(cand, k))
+        } else if p.indexed {
+            // Candidates, their distances, then verification nearest first.
+            Some(
+                cand * (self.candidate + self.gather_row)
+                    + (k * cand / m.max(1.0)).min(cand) * self.doc_check,
+            )
+        } else {
+            // No index: the raw tier reads every document to find the
+            // matches, then looks up their rows and computes their distances.
+            Some(n * self.doc_scan + m * p.id_lookup + self.gathered(m, k))
+        };
+        let bitmap = if p.exact {
+            Some(
+                cand * self.candidate
+                    + (n * self.mask_skip + self.masked(n, cand, k)) / self.masked_par(n, cand, par),
+            )
+        } else if p.indexed {
+            let (checks, fill) = Self::lazy_work(cand, (m / cand.max(1.0)).min(1.0), k, par);
+            Some(
+                cand * self.candidate
+                    + (n * self.mask_skip
+                        + self.lazy_masked(n, cand, fill, checks)
+                        + checks * self.doc_check)
+                        / par,
+            )
+        } else {
+            None
+        };
+        [
+            (Strategy::Gather, gather),
+            (Strategy::Scan, Some(scan)),
+            (Strategy::Bitmap, bitmap),
+        ]
     }
 }
 
@@ -805,54 +915,23 @@ pub fn search(
             .filter(|s| s.uses_index())
             .map_or(n, |s| s.estimate() as f64),
     };
-    let s = selectivity.max(1.0 / n.max(1.0));
     // Scans (plain and masked) run on `par` threads, each over its share
     // of the rows; gather, the index or tag reads and a mask's build run on
     // the calling thread.
-    let par = slate_vector::effective_threads(spec.threads).max(1) as f64;
-    // A lazy scan's threads each fill a heap of their own over their share
-    // (the bound they share only helps once one is full), so each checks
-    // what a lazy scan of its share alone would.
-    let checks = |base_rows: f64, rel: f64| par * CostModel::lazy_checks(base_rows / par, rel, k);
-    let scan_cost = if spec.filter.is_some() {
-        let c = checks(n, s);
-        (model.lazy_scan(n, c) + c * model.doc_check) / par
-    } else {
-        n / par
+    let priced = Priced {
+        n,
+        k,
+        matches: m,
+        candidates: cand,
+        selectivity: selectivity.max(1.0 / n.max(1.0)),
+        par: slate_vector::effective_threads(spec.threads).max(1) as f64,
+        filtered: spec.filter.is_some(),
+        exact,
+        indexed,
+        id_lookup,
     };
-    let gather_cost = if spec.filter.is_none() {
-        None
-    } else if exact {
-        Some(cand * model.candidate + model.gathered(cand, k))
-    } else if indexed {
-        // Candidates, their distances, then verification nearest first.
-        Some(
-            cand * (model.candidate + model.gather_row) + (k * cand / m.max(1.0)).min(cand) * model.doc_check,
-        )
-    } else {
-        // No index: the raw tier reads every document to find the matches,
-        // then looks up their rows and computes their distances.
-        Some(n * model.doc_scan + m * id_lookup + model.gathered(m, k))
-    };
-    let bitmap_cost = if exact {
-        Some(
-            cand * model.candidate
-                + (n * model.mask_skip + model.masked(n, cand, k)) / model.masked_par(n, cand, par),
-        )
-    } else if indexed {
-        let c = checks(cand, (m / cand.max(1.0)).min(1.0));
-        Some(
-            cand * model.candidate
-                + (n * model.mask_skip + model.lazy_masked(n, cand, c) + c * model.doc_check) / par,
-        )
-    } else {
-        None
-    };
-    explain.costs = vec![
-        (Strategy::Gather, gather_cost),
-        (Strategy::Scan, Some(scan_cost)),
-        (Strategy::Bitmap, bitmap_cost),
-    ];
+    explain.costs = model.costs(&priced).to_vec();
+    let scan_cost = explain.costs[1].1.unwrap_or(f64::INFINITY);
     let strategy = match spec.strategy {
         Strategy::Auto if spec.filter.is_none() => Strategy::Scan,
         Strategy::Auto => {
@@ -984,12 +1063,22 @@ const SAMPLE_ROWS: usize = 1024;
 /// 64 to 128 document reads, not 1,024 (a millisecond at 100k rows).
 const SAMPLE_HITS: usize = 64;
 
-/// The positions of up to [`SAMPLE_ROWS`] of `rows` rows, spread evenly
-/// over them, in bit-reversed order: every prefix is spread evenly too, so
-/// a sample cut short still covers the whole cache, not just its first
-/// rows (which may all match a filter on, say, an insertion date).
-fn sample_positions(rows: usize) -> impl Iterator<Item = usize> {
-    let slots = SAMPLE_ROWS.min(rows.next_power_of_two());
+/// Most positions a sample visits (it stops at [`SAMPLE_ROWS`] visible).
+const SAMPLE_SLOTS: usize = 1 << 16;
+
+/// Positions among `rows` rows, of which `visible` are visible, for a
+/// sample of about [`SAMPLE_ROWS`] visible ones: as many more positions as
+/// the rows outnumber the visible (retired by writes, or newer than the
+/// view), spread evenly over the rows in bit-reversed order. Every prefix
+/// is spread evenly too, so a sample cut short still covers the whole
+/// cache, not just its first rows (which may all match a filter on, say,
+/// an insertion date).
+fn sample_positions(rows: usize, visible: usize) -> impl Iterator<Item = usize> {
+    let want = SAMPLE_ROWS.saturating_mul(rows.div_ceil(visible.max(1)));
+    let slots = want
+        .min(SAMPLE_SLOTS)
+        .next_power_of_two()
+        .min(rows.next_power_of_two());
     let bits = slots.trailing_zeros();
     (0..slots).filter_map(move |j| {
         let r = if bits == 0 {
@@ -1001,7 +1090,7 @@ fn sample_positions(rows: usize) -> impl Iterator<Item = usize> {
         let pos = if rows <= slots {
             r
         } else {
-            (2 * r + 1) * rows / (2 * slots)
+            ((2 * r as u64 + 1) * rows as u64 / (2 * slots as u64)) as usize
         };
         (pos < rows).then_some(pos)
     })
@@ -1015,11 +1104,15 @@ fn sample_selectivity(view: &CacheView, checker: &Checker<'_, '_>) -> f64 {
         return 0.0;
     }
     let (mut seen, mut hit) = (0usize, 0usize);
-    for pos in sample_positions(view.row_count()) {
-        // Rows retired by updates and deletes are not sampled.
+    for pos in sample_positions(view.row_count(), view.len()) {
+        // Rows retired by updates and deletes, or newer than the view, are
+        // not sampled.
         let Some(key) = view.id(RowId(pos as u32)) else {
             continue;
         };
+        if seen == SAMPLE_ROWS {
+            break;
+        }
         seen += 1;
         if checker.accepts(key) {
             hit += 1;
@@ -1305,19 +1398,45 @@ mod tests {
     }
 
     #[test]
-    fn with_codes_gather_is_priced_cheapest_at_every_indexed_point() {
-        // The sweep at 100k × 384 with codes (BENCHMARKS.md, at af66e13):
-        // gather beat the bitmap and the scan from 100% of rows down.
+    fn with_codes_the_cheapest_priced_strategy_is_the_sweeps_fastest() {
+        // The sweep at 100k × 384, k = 10, one thread, with codes and an
+        // exact, tagged index (BENCHMARKS.md): the lazy scan ran fastest at
+        // 100% of rows (2.6 ms, bitmap 3.3, gather 5.0), the bitmap or
+        // gather from 50% to 10% (the scan 3.6 and 2.8 ms, four to six
+        // times theirs), and gather from 1% down.
         let (n, k) = (100_000.0, 10.0);
         let m = CostModel::for_dim(384).tagged();
-        for c in [100.0, 1_000.0, 10_000.0, 50_000.0, n] {
-            let gather = c * m.candidate + m.gathered(c, k);
-            let bitmap = c * m.candidate
-                + n * m.mask_skip
-                + c * m.mask_row
-                + CostModel::cold_mask_rows(n, c) * m.mask_cold;
-            assert!(gather < bitmap, "{c}: gather {gather}, bitmap {bitmap}");
-            assert!(gather < n, "{c}: gather {gather}, scan {n}");
+        let cheapest = |c: f64| {
+            let priced = Priced {
+                n,
+                k,
+                matches: c,
+                candidates: c,
+                selectivity: c / n,
+                par: 1.0,
+                filtered: true,
+                exact: true,
+                indexed: true,
+                id_lookup: m.candidate,
+            };
+            let costs = m.costs(&priced);
+            let best = costs
+                .iter()
+                .filter_map(|(st, c)| c.map(|c| (*st, c)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("a cost");
+            (best.0, costs)
+        };
+        for (c, want) in [
+            (n, &[Strategy::Scan][..]),
+            (50_000.0, &[Strategy::Bitmap, Strategy::Gather][..]),
+            (10_000.0, &[Strategy::Bitmap, Strategy::Gather][..]),
+            (1_000.0, &[Strategy::Gather][..]),
+            (100.0, &[Strategy::Gather][..]),
+            (10.0, &[Strategy::Gather][..]),
+        ] {
+            let (best, costs) = cheapest(c);
+            assert!(want.contains(&best), "{c} rows: {best} is cheapest of {costs:?}");
         }
         // Few rows are gathered outright, codes or not.
         assert_eq!(m.gathered(200.0, k), m.without_codes().gathered(200.0, k));
@@ -1341,8 +1460,11 @@ mod tests {
 
     #[test]
     fn a_sample_is_spread_over_the_rows_in_every_prefix() {
+        // Ten times the visible rows: ten times the positions.
+        assert_eq!(sample_positions(100_000, 10_000).count(), 16_384);
+        assert_eq!(sample_positions(100_000, 1).count(), SAMPLE_SLOTS);
         for rows in [0usize, 1, 2, 5, 1000, 1024, 1025, 3000, 100_000] {
-            let positions: Vec<usize> = sample_positions(rows).collect();
+            let positions: Vec<usize> = sample_positions(rows, rows).collect();
             assert_eq!(positions.len(), rows.min(SAMPLE_ROWS), "rows {rows}");
             let mut sorted = positions.clone();
             sorted.sort_unstable();
@@ -1377,8 +1499,8 @@ mod tests {
             // cost; one entry below it they are still cheaper.
             let (nf, kf) = (n as f64, k as f64);
             let scan = |c: f64| {
-                let checks = CostModel::lazy_checks(nf, c / nf, kf);
-                model.lazy_scan(nf, checks) + checks * model.doc_check
+                let (checks, fill) = CostModel::lazy_work(nf, c / nf, kf, 1.0);
+                model.lazy_scan(nf, fill, checks) + checks * model.doc_check
             };
             let floor = |c: f64| {
                 c * (model.candidate
@@ -1399,6 +1521,23 @@ mod tests {
         // far; without codes, past a third.
         let cap = CostModel::for_dim(384).count_cap(100_000, 10);
         assert!((12_000..19_000).contains(&cap), "{cap}");
+        // Its binary search needs a lazy scan's price to fall as more rows
+        // match, codes or not, on one thread or two.
+        for model in [CostModel::for_dim(384), CostModel::for_dim(384).without_codes()] {
+            for par in [1.0, 2.0] {
+                let n = 100_000.0;
+                let mut last = f64::INFINITY;
+                for c in (1..=1_000).map(|i| f64::from(i) * 100.0) {
+                    let (checks, fill) = CostModel::lazy_work(n, c / n, 10.0, par);
+                    let cost = model.lazy_scan(n, fill, checks) + checks * model.doc_check;
+                    assert!(
+                        cost <= last + 1e-6,
+                        "{c} matching, {par} threads: {cost} after {last}"
+                    );
+                    last = cost;
+                }
+            }
+        }
         let cap = CostModel::for_dim(384).without_codes().count_cap(100_000, 10);
         assert!((25_000..45_000).contains(&cap), "{cap}");
     }

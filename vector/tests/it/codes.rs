@@ -271,52 +271,55 @@ fn a_coded_scan_returns_the_uncoded_scan() {
 fn a_filtered_scan_prunes_by_codes_and_returns_the_uncoded_scans_hits() {
     // Scans under a lazy filter (alone, or with a mask) bound rows by their
     // codes once their heap holds k matches: on awkward rows (ties, a tight
-    // cluster, zero vectors), filters from unselective to 1 in 50, on one
+    // cluster, zero vectors), before and after a third of them are deleted
+    // and a third moved, filters from unselective to 1 in 50, on one
     // thread and two, the hits are those of the same rows without codes.
     let mut rng = Rng::new(29);
     let (n, dim) = (3_000, 32);
     let rows = awkward_rows(&mut rng, n, dim);
     for metric in Metric::ALL {
-        let [coded, plain] = [true, false].map(|codes| {
-            let cache = VectorCache::with_config(CacheConfig::new(dim, metric).codes(codes)).unwrap();
-            let mut w = cache.writer();
-            for (i, v) in rows.iter().enumerate() {
-                w.upsert(&(i as u32).to_be_bytes(), v).unwrap();
+        let [coded, plain] = both_caches(&rows, metric);
+        let (mut pruned, mut pruned_masked) = (0, 0);
+        for version in [1, 2] {
+            let (coded, plain) = (coded.view(version).unwrap(), plain.view(version).unwrap());
+            let mut mask = slate_vector::RowMask::new(coded.row_count());
+            for r in (0..coded.row_count() as u32).filter(|r| r % 4 != 1) {
+                mask.set(RowId(r));
             }
-            w.commit(1).unwrap();
-            cache
-        });
-        let (coded, plain) = (coded.view(1).unwrap(), plain.view(1).unwrap());
-        let mut mask = slate_vector::RowMask::new(coded.row_count());
-        for r in (0..n as u32).filter(|r| r % 4 != 1) {
-            mask.set(RowId(r));
-        }
-        let mut pruned = 0;
-        for q in 0..6 {
-            let query = match q % 3 {
-                2 => rows[4].iter().map(|&x| x + rng.unit() * 1e-2).collect(),
-                1 => rows[q * 41].clone(),
-                _ => awkward_rows(&mut rng, 1, dim).remove(0),
-            };
-            if metric == Metric::Cosine && query.iter().all(|&x| x == 0.0) {
-                continue;
-            }
-            for every in [1u32, 3, 50] {
-                let keep = move |_: RowId, id: &[u8]| u32::from_be_bytes(id.try_into().unwrap()) % every == 0;
-                for (k, threads) in [(1, 1), (10, 1), (10, 2), (100, 2)] {
-                    let at = format!("{metric} query {q} 1/{every} k {k} threads {threads}");
-                    let (want, _) = plain.search_lazy(&query, k, threads, &keep).unwrap();
-                    let (got, stats) = coded.search_lazy(&query, k, threads, &keep).unwrap();
-                    assert_eq!(got, want, "{at}");
-                    assert_eq!(stats.rows_scanned, n as u64, "{at}");
-                    assert!(stats.predicate_calls + stats.rows_pruned <= n as u64, "{at}");
-                    pruned += stats.rows_pruned;
-                    let (want, _) = plain.search_mask_lazy(&query, k, threads, &mask, &keep).unwrap();
-                    let (got, _) = coded.search_mask_lazy(&query, k, threads, &mask, &keep).unwrap();
-                    assert_eq!(got, want, "{at}, masked");
+            for q in 0..6 {
+                let query = match q % 3 {
+                    2 => rows[4].iter().map(|&x| x + rng.unit() * 1e-2).collect(),
+                    1 => rows[q * 41].clone(),
+                    _ => awkward_rows(&mut rng, 1, dim).remove(0),
+                };
+                if metric == Metric::Cosine && query.iter().all(|&x| x == 0.0) {
+                    continue;
+                }
+                for every in [1u32, 3, 50] {
+                    let keep =
+                        move |_: RowId, id: &[u8]| u32::from_be_bytes(id.try_into().unwrap()) % every == 0;
+                    for (k, threads) in [(1, 1), (10, 1), (10, 2), (100, 2)] {
+                        let at = format!("{metric} v{version} query {q} 1/{every} k {k} threads {threads}");
+                        let (want, _) = plain.search_lazy(&query, k, threads, &keep).unwrap();
+                        let (got, stats) = coded.search_lazy(&query, k, threads, &keep).unwrap();
+                        assert_eq!(got, want, "{at}");
+                        assert_eq!(stats.rows_scanned, coded.len() as u64, "{at}");
+                        assert!(
+                            stats.predicate_calls + stats.rows_pruned <= coded.len() as u64,
+                            "{at}"
+                        );
+                        pruned += stats.rows_pruned;
+                        let (want, _) = plain.search_mask_lazy(&query, k, threads, &mask, &keep).unwrap();
+                        let (got, stats) = coded.search_mask_lazy(&query, k, threads, &mask, &keep).unwrap();
+                        assert_eq!(got, want, "{at}, masked");
+                        pruned_masked += stats.rows_pruned;
+                    }
                 }
             }
         }
-        assert!(pruned > 0, "{metric}: no row pruned");
+        assert!(
+            pruned > 0 && pruned_masked > 0,
+            "{metric}: {pruned} and {pruned_masked} rows pruned"
+        );
     }
 }
