@@ -170,6 +170,14 @@ impl std::fmt::Display for SearchExplain {
 /// rows read for 5,663 checks at 1%, 36,014 for 31,238 at 0.1%.
 const LAZY_READS: f64 = 1.3;
 
+/// [`CostModel::scan_check`] at dim 384: the sweep's coded lazy scan at 1%
+/// and 0.1% of 100k × 384 rows unindexed (one thread, criterion, one
+/// session) took 11.4 and 30 ms against 2.1 ms at 100%; beyond its extra
+/// rows read, its 5,663 and 31,238 checks cost 1.4 and 0.7 µs each, 6 to
+/// 11 rows of about 125 ns (the lower end here), where `doc_check`'s
+/// calibration, with the documents in cache, gives 2.7.
+const SCAN_CHECK: f64 = 6.0;
+
 /// [`CostModel::doc_scan`] at dim 384.
 const DOC_SCAN: f64 = 1.0;
 
@@ -195,6 +203,10 @@ pub struct CostModel {
     /// One document fetched by key and checked against the filter (a lazy
     /// check or a verification: a point read).
     pub doc_check: f64,
+    /// One lazy check during a scan (plain or masked): a point read whose
+    /// document the scan's stream of rows has pushed out of cache since the
+    /// last check, dearer than `doc_check`, measured apart.
+    pub scan_check: f64,
     /// One document checked during a sequential scan of the collection.
     pub doc_scan: f64,
     /// One index key read plus its row lookup.
@@ -242,6 +254,7 @@ impl CostModel {
         let scale = 384.0 / dim.max(1) as f64;
         Self {
             doc_check: 2.7 * scale,
+            scan_check: SCAN_CHECK * scale,
             doc_scan: DOC_SCAN * scale,
             candidate: 1.93 * scale,
             mask_skip: 0.00075 * scale,
@@ -272,6 +285,8 @@ impl CostModel {
         let scale = self.doc_scan / DOC_SCAN;
         Self {
             doc_check: 11.8 * scale,
+            // Measured in a lazy scan already.
+            scan_check: 11.8 * scale,
             doc_scan: 2.0 * scale,
             ..self
         }
@@ -448,7 +463,7 @@ impl CostModel {
                     .min(self.gather_row)
                     .min(self.mask_row)
                     .min(self.mask_code))
-                < self.lazy_scan(nf, fill, checks) + checks * self.doc_check
+                < self.lazy_scan(nf, fill, checks) + checks * self.scan_check
         };
         // `index_wins` is monotone (true, then false) in c: binary search.
         let (mut lo, mut hi) = (0u64, n.max(1));
@@ -507,7 +522,7 @@ impl CostModel {
         // checks what a lazy scan of its share alone would.
         let scan = if p.filtered {
             let (checks, fill) = Self::lazy_work(n, s, k, par);
-            (self.lazy_scan(n, fill, checks) + checks * self.doc_check) / par
+            (self.lazy_scan(n, fill, checks) + checks * self.scan_check) / par
         } else {
             n / par
         };
@@ -537,7 +552,7 @@ impl CostModel {
                 cand * self.candidate
                     + (n * self.mask_skip
                         + self.lazy_masked(n, cand, fill, checks)
-                        + checks * self.doc_check)
+                        + checks * self.scan_check)
                         / par,
             )
         } else {
@@ -1500,7 +1515,7 @@ mod tests {
             let (nf, kf) = (n as f64, k as f64);
             let scan = |c: f64| {
                 let (checks, fill) = CostModel::lazy_work(nf, c / nf, kf, 1.0);
-                model.lazy_scan(nf, fill, checks) + checks * model.doc_check
+                model.lazy_scan(nf, fill, checks) + checks * model.scan_check
             };
             let floor = |c: f64| {
                 c * (model.candidate
@@ -1529,7 +1544,7 @@ mod tests {
                 let mut last = f64::INFINITY;
                 for c in (1..=1_000).map(|i| f64::from(i) * 100.0) {
                     let (checks, fill) = CostModel::lazy_work(n, c / n, 10.0, par);
-                    let cost = model.lazy_scan(n, fill, checks) + checks * model.doc_check;
+                    let cost = model.lazy_scan(n, fill, checks) + checks * model.scan_check;
                     assert!(
                         cost <= last + 1e-6,
                         "{c} matching, {par} threads: {cost} after {last}"
