@@ -756,21 +756,6 @@ fn a_sampled_estimate_covers_the_whole_collection() {
         (doc! { "odd": 1 }, n / 2),
         (doc! { "seq": { "$lt": 20 } }, 20),
     ];
-    // Then again with most rows of the cache retired: each vector
-    // rewritten three times, leaving a quarter of the rows visible (unless
-    // the cache compacts them away).
-    for round in 0..2 {
-        if round == 1 {
-            for x in [0.5, 0.25, 0.125] {
-                coll.update_many(doc! {}, doc! { "$set": { "v": [x, 1.0, 0.0, 1.0] } }, false)
-                    .expect("update");
-            }
-        }
-        estimates_are_near(&coll, &filters);
-    }
-}
-
-fn estimates_are_near(coll: &slate::Collection, filters: &[(Document, i64)]) {
     for (filter, matching) in filters {
         let (hits, explain) = coll
             .search("v", &[0.0, 1.0, 0.0, 1.0])
@@ -780,7 +765,7 @@ fn estimates_are_near(coll: &slate::Collection, filters: &[(Document, i64)]) {
             .expect("search");
         assert_eq!(hits.len(), 5, "{filter}");
         assert_eq!(explain.estimated_by, "sample", "{filter}");
-        let (est, want) = (explain.estimate as f64, *matching as f64);
+        let (est, want) = (explain.estimate as f64, matching as f64);
         assert!(
             est >= want / 2.0 && est <= want * 2.0 + 50.0,
             "{filter}: estimated {est} of {want}"
