@@ -273,7 +273,14 @@ pub struct CollectionRead<'t> {
     cf: Arc<str>,
     config: Arc<CollectionConfig>,
     vectors: Option<Arc<VectorSet>>,
+    /// Inside a write transaction: its document count changes, by
+    /// collection and partition, which it writes only at commit.
+    pending_counts: Option<&'t CountDeltas>,
 }
+
+/// A write transaction's document count changes, by collection and
+/// partition, not yet written.
+pub(crate) type CountDeltas = std::collections::BTreeMap<(String, Vec<u8>), i64>;
 
 impl std::fmt::Debug for CollectionRead<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -295,6 +302,16 @@ impl<'t> CollectionRead<'t> {
             cf,
             config,
             vectors,
+            pending_counts: None,
+        }
+    }
+
+    /// This read inside a write transaction whose count changes so far are
+    /// `pending`: [`count`](Self::count) includes them.
+    pub(crate) fn with_pending_counts(self, pending: &'t CountDeltas) -> Self {
+        Self {
+            pending_counts: Some(pending),
+            ..self
         }
     }
 
@@ -716,9 +733,16 @@ impl<'t> CollectionRead<'t> {
         Ok(self.snap.get(&self.cf, &keys::multikey_key(field))?.is_some())
     }
 
-    /// The number of documents in partition `part`.
+    /// The number of documents in partition `part` (inside a write
+    /// transaction, its own inserts and deletes included).
     pub fn count(&self, part: &Part) -> Result<u64> {
-        read_count(self.snap.get(&self.cf, &keys::count_key(&part.0))?.as_deref())
+        let stored = read_count(self.snap.get(&self.cf, &keys::count_key(&part.0))?.as_deref())?;
+        let delta = self
+            .pending_counts
+            .and_then(|p| p.get(&(self.config.name.clone(), part.0.clone())))
+            .copied()
+            .unwrap_or(0);
+        Ok(stored.saturating_add_signed(delta))
     }
 
     /// The cache of vector field `field` as of this snapshot.

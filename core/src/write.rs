@@ -36,7 +36,7 @@ pub struct WriteTxn<'db> {
     db: &'db Database,
     txn: store::WriteTxn<'db>,
     configs: BTreeMap<String, CollectionConfig>,
-    counts: BTreeMap<(String, Vec<u8>), i64>,
+    counts: crate::read::CountDeltas,
     vector_ops: Vec<(String, String, VectorOp)>,
     /// Collections whose exact-ids marker this transaction has deleted or
     /// found absent (an int32 `_id` was written).
@@ -235,12 +235,10 @@ impl<'db> WriteTxn<'db> {
     /// included; vector searches see the last commit).
     pub fn collection(&self, name: &str) -> Result<CollectionRead<'_>> {
         let (config, cf) = read_collection(&self.txn, name)?;
-        Ok(CollectionRead::new(
-            SnapRef::Borrowed(&self.txn),
-            config,
-            cf,
-            self.db.vector_set(name),
-        ))
+        Ok(
+            CollectionRead::new(SnapRef::Borrowed(&self.txn), config, cf, self.db.vector_set(name))
+                .with_pending_counts(&self.counts),
+        )
     }
 
     fn prepare(config: &CollectionConfig, mut doc: Document) -> Result<Prepared> {

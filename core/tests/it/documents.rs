@@ -929,3 +929,46 @@ fn a_committed_drop_succeeds_when_its_storage_cannot_be_freed() {
     let c = read.collection("stuck_drop").expect("collection");
     assert_eq!(c.scan(&Part::none()).expect("scan").count(), 0, "starts empty");
 }
+
+#[test]
+fn counts_read_inside_a_write_transaction_include_its_own_writes() {
+    // A write transaction writes its count changes at commit; its reads
+    // count them all along, per partition, and a rollback leaves the
+    // committed counts as they were.
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("c")).expect("create");
+        db.create_collection(CollectionConfig::new("p").partition_key("t"))
+            .expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        for i in 0..5 {
+            txn.insert("c", doc! { "_id": i }).expect("insert");
+        }
+        txn.commit().expect("commit");
+
+        let mut txn = db.begin_write().expect("txn");
+        let count = |txn: &slate_core::WriteTxn<'_>, name: &str, part: &Part| {
+            txn.collection(name)
+                .expect("collection")
+                .count(part)
+                .expect("count")
+        };
+        assert_eq!(count(&txn, "c", &Part::none()), 5);
+        txn.insert("c", doc! { "_id": 10 }).expect("insert");
+        txn.insert("c", doc! { "_id": 11 }).expect("insert");
+        assert!(txn.delete("c", &Part::none(), &Bson::Int32(0)).expect("delete"));
+        assert_eq!(count(&txn, "c", &Part::none()), 6);
+        let (a, b) = (
+            Part::of(&Bson::from("a")).expect("part"),
+            Part::of(&Bson::from("b")).expect("part"),
+        );
+        txn.insert("p", doc! { "_id": 1, "t": "a" }).expect("insert");
+        txn.insert("p", doc! { "_id": 2, "t": "a" }).expect("insert");
+        txn.insert("p", doc! { "_id": 1, "t": "b" }).expect("insert");
+        assert_eq!((count(&txn, "p", &a), count(&txn, "p", &b)), (2, 1));
+        // Another collection's changes are not this one's.
+        assert_eq!(count(&txn, "c", &Part::none()), 6);
+        txn.rollback();
+        assert_eq!(committed_count(&db, "c"), 5);
+        assert_eq!(db.read().collection("p").expect("p").count(&a).expect("count"), 0);
+    }
+}
