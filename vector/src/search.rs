@@ -441,12 +441,14 @@ impl CacheView {
         // are visited below, as gather does. Exact, rounding included: a row
         // is ruled out only when its distance, as the kernel computes it,
         // must exceed the cap.
-        // - Nothing to check: every visible row counts towards the k
-        //   nearest, so the k smallest upper bounds cap the k-th distance.
-        // - A lazy filter: a row that fails it does not count, so only the
-        //   heap's bound (once full) caps what can enter; a row beyond it
-        //   cannot enter, matching or not, and is neither read nor checked.
-        //   Until a heap is full, every row is read.
+        // - Once a heap is full: its bound (or a smaller one another task
+        //   published) is the cap; a row beyond it cannot enter, matching or
+        //   not, and is neither read nor checked.
+        // - Before, with nothing to check: every visible row counts towards
+        //   the k nearest, so the k smallest upper bounds cap the k-th
+        //   distance.
+        // - Before, under a lazy filter: a row that fails it does not
+        //   count, so no bound caps anything, and every row is read.
         let for_each_row = |bound_row: &mut dyn FnMut(usize)| match filters.mask {
             // In order: the hardware prefetcher follows.
             None => (0..seg.len()).for_each(bound_row),
@@ -460,16 +462,11 @@ impl CacheView {
             ),
         };
         let survivors = match (coded, filters.lazy) {
-            (Some(code), None) => {
-                let mut pruner = Pruner::new(code, top.k(), f64::from(bound), 0);
-                for_each_row(&mut |i| {
-                    if !check || seg.visible(i, self.version) {
-                        pruner.offer(i as u32, seg.code(i));
-                    }
-                });
-                Some(pruner.survivors())
-            }
-            (Some(code), Some(_)) if bound.is_finite() => {
+            // Once a heap is full its bound caps the rows, filter or not: a
+            // lower bound tested against it is all a row costs, where the
+            // pass below also keeps the k smallest upper bounds (which
+            // rarely beat a full heap's bound past the first tasks).
+            (Some(code), _) if bound.is_finite() => {
                 let mut cap = Cap::new(code);
                 cap.set(f64::from(bound));
                 let mut kept = Vec::new();
@@ -485,6 +482,15 @@ impl CacheView {
                     }
                 });
                 Some((kept, seen))
+            }
+            (Some(code), None) => {
+                let mut pruner = Pruner::new(code, top.k(), f64::from(bound), 0);
+                for_each_row(&mut |i| {
+                    if !check || seg.visible(i, self.version) {
+                        pruner.offer(i as u32, seg.code(i));
+                    }
+                });
+                Some(pruner.survivors())
             }
             _ => None,
         }
