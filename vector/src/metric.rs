@@ -117,11 +117,13 @@ pub fn component_limit(dim: usize) -> f32 {
 /// Checks that `v` has `dim` components, all finite and within
 /// [`component_limit`].
 pub fn check_vector(v: &[f32], dim: usize) -> Result<(), VectorError> {
-    check_finite(v, dim)?;
     let limit = component_limit(dim);
-    if v.iter().fold(true, |ok, x| ok & (x.abs() <= limit)) {
+    // One pass when the vector is good: a NaN or an infinity fails the
+    // comparison too. Only a bad vector is looked at again, for its error.
+    if v.len() == dim && v.iter().fold(true, |ok, x| ok & (x.abs() <= limit)) {
         return Ok(());
     }
+    check_finite(v, dim)?;
     match v.iter().position(|x| x.abs() > limit) {
         Some(index) => Err(VectorError::TooLarge {
             index,
