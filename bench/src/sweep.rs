@@ -247,13 +247,14 @@ fn rows_of_docs(view: &CacheView, docs: &[u32]) -> Vec<RowId> {
         .collect()
 }
 
+/// Rounds each contender of a sweep point is timed in, in turn
+/// ([`SweepData::measure`]); each round lasts a share of `min_time`, and at
+/// least one pass over the queries.
+pub const ROUNDS: usize = 5;
+
 /// Runs `f` on the queries in turn (with each call's number) until
 /// `min_time` has passed (and at least once per query); returns queries per
 /// second.
-/// Rounds each contender of a sweep point is timed in, in turn
-/// ([`SweepData::measure`]); each round lasts a share of `min_time`.
-pub const ROUNDS: usize = 5;
-
 fn time_qps(
     queries: &[Vec<f32>],
     min_time: Duration,

@@ -378,8 +378,8 @@ impl CacheView {
         let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
         let ranges = self.snap.ranges(TASK_ROWS);
         // Row codes bound a range's rows before any vector is read (as
-        // gather does): with nothing to check, by the k smallest upper
-        // bounds; under a lazy filter, by the heap's bound once it is full.
+        // gather does): by a full heap's bound; before one is full, with
+        // nothing to check, by the k smallest upper bounds.
         let coded = self
             .snap
             .has_codes()
