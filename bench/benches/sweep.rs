@@ -30,7 +30,7 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
     let cal = data.calibrate().expect("calibration");
     let model = slate::query::CostModel::for_dim(config.dim);
     eprintln!(
-        "calibration at {} x {}: row {:.1} ns; in rows: doc_check {:.2} (model {:.2}), doc_scan {:.2} \
+        "calibration at {} x {}: row {:.1} ns; in rows: doc_check {:.2} (model {:.2}), scan_check {:.2} (model {:.2}), tagged_mask_candidate {:.3} (model {:.3}), doc_scan {:.2} \
          (model {:.2}), gather_row {:.2} (model {:.2}), code_row {:.2} (model {:.2}; {:.0} rows of the 10% gather \
          survived, model {:.0}), mask_row {:.2} (model {:.2}), mask_cold {:.2} (model {:.2}), mask_skip {:.4} (model {:.4}), \
          with codes: mask_task {:.2} (model {:.2}), mask_code {:.2} (model {:.2}), mask_code_sparse {:.2} (model {:.2})",
@@ -39,6 +39,10 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
         cal.row_nanos,
         cal.doc_check,
         model.doc_check,
+        cal.scan_check,
+        model.scan_check,
+        cal.tagged_mask_candidate,
+        model.tagged_mask_candidate,
         cal.doc_scan,
         model.doc_scan,
         cal.gather_row,

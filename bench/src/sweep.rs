@@ -497,6 +497,46 @@ impl SweepData {
             self.slate(query, &rare, Strategy::Scan)?;
             Ok(())
         })?);
+        // A check inside a scan: the lazy scan under the unindexed 1% point's
+        // filters against the same scan under a filter every row passes,
+        // both on the same queries. Beyond the further rows it reads (each
+        // priced as a masked row: scattered, after the first fill), each
+        // further check's cost: its document is read by key between rows,
+        // cold, where the point check above reads them in key order.
+        let ones: Vec<Document> = (0..windows(0.01)).map(|w| filter_for(0.01, false, w)).collect();
+        let every = doc! { "ubucket": { "$gte": 0 } };
+        let work = |filter: &dyn Fn(usize) -> Document| -> Result<(f64, f64), slate::Error> {
+            let (mut reads, mut checks) = (0.0, 0.0);
+            for (i, query) in q.iter().enumerate() {
+                let (_, ex) = self.slate_explain(query, &filter(i), Strategy::Scan)?;
+                reads += ex.rows_scanned.saturating_sub(ex.rows_pruned) as f64;
+                checks += ex.docs_checked as f64;
+            }
+            Ok((reads / q.len() as f64, checks / q.len() as f64))
+        };
+        let (one_reads, one_checks) = work(&|i| ones[i % ones.len()].clone())?;
+        let (all_reads, all_checks) = work(&|_| every.clone())?;
+        let scan_one = secs(time_qps(q, t, |i, query| {
+            self.slate(query, &ones[i % ones.len()], Strategy::Scan)?;
+            Ok(())
+        })?);
+        let scan_all = secs(time_qps(q, t, |_, query| {
+            self.slate(query, &every, Strategy::Scan)?;
+            Ok(())
+        })?);
+        // A candidate set into a bitmap's mask from the row tags: Slate's
+        // bitmap scan under the 100% filter (every row, a posting list per
+        // bucket) against the kernel's masked scan over the same mask, handed
+        // to it (the planning between is a few microseconds here).
+        let whole = self.window(1.0, true, 0);
+        let tagged_bitmap = secs(time_qps(q, t, |_, query| {
+            self.slate(query, &whole.filter, Strategy::Bitmap)?;
+            Ok(())
+        })?);
+        let handed_mask = secs(time_qps(q, t, |_, query| {
+            self.reference_mask(query, &whole.mask)?;
+            Ok(())
+        })?);
         // A sequential check: gather without an index reads every document in
         // key order and keeps the matches.
         let raw = secs(time_qps(q, t, |_, query| {
@@ -555,6 +595,10 @@ impl SweepData {
             mask_code,
             mask_code_sparse,
             doc_check: ((scan - all) / (lazy.docs_checked.max(1) as f64) / row).max(0.0),
+            tagged_mask_candidate: ((tagged_bitmap - handed_mask) / n / row).max(0.0),
+            scan_check: (((scan_one - scan_all) / row - (one_reads - all_reads) * mask_row)
+                / (one_checks - all_checks).max(1.0))
+            .max(0.0),
             doc_scan: raw / n / row,
         })
     }
@@ -746,6 +790,11 @@ pub struct Calibration {
     pub survivors: f64,
     /// A document read by key and checked against the filter.
     pub doc_check: f64,
+    /// A candidate set into a bitmap scan's mask from the row tags.
+    pub tagged_mask_candidate: f64,
+    /// A document read by key and checked inside a lazy scan, between its
+    /// rows (the unindexed 1% point against a filter every row passes).
+    pub scan_check: f64,
     /// A document read and checked during a sequential scan.
     pub doc_scan: f64,
 }

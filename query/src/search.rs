@@ -170,13 +170,22 @@ impl std::fmt::Display for SearchExplain {
 /// rows read for 5,663 checks at 1%, 36,014 for 31,238 at 0.1%.
 const LAZY_READS: f64 = 1.3;
 
-/// [`CostModel::scan_check`] at dim 384: the sweep's coded lazy scan at 1%
-/// and 0.1% of 100k × 384 rows unindexed (one thread, criterion, one
-/// session) took 11.4 and 30 ms against 2.1 ms at 100%; beyond its extra
-/// rows read, its 5,663 and 31,238 checks cost 1.4 and 0.7 µs each, 6 to
-/// 11 rows of about 125 ns (the lower end here), where `doc_check`'s
-/// calibration, with the documents in cache, gives 2.7.
-const SCAN_CHECK: f64 = 6.0;
+/// [`CostModel::scan_check`] at dim 384: the median of six calibrations
+/// (`SweepData::calibrate`: the lazy scan at the sweep's unindexed 1% point
+/// against the same scan under a filter every row passes, 100k × 384, one
+/// thread, a row 113–153 ns): 8.8, 9.6, 10.8, 11.3, 11.9 and 12.8 rows a
+/// check, where `doc_check`'s calibration, reading documents in key order,
+/// gives 1.9–2.7 in the same runs.
+const SCAN_CHECK: f64 = 11.0;
+
+/// [`CostModel::tagged_mask_candidate`] at dim 384: the median of three
+/// calibrations (`SweepData::calibrate`: Slate's bitmap scan under the
+/// sweep's 100% filter, 10,000 posting lists of 10 rows, against the
+/// kernel's masked scan handed the same mask; 100k × 384, one thread, a row
+/// 113–153 ns): 0.026, 0.097 and 0.103 rows a candidate. Priced at
+/// `tagged_candidate`'s 0.01, auto chose the bitmap at 100% where the lazy
+/// scan ran 1.2–1.3× faster.
+const TAGGED_MASK_CANDIDATE: f64 = 0.097;
 
 /// [`CostModel::doc_scan`] at dim 384.
 const DOC_SCAN: f64 = 1.0;
@@ -227,6 +236,14 @@ pub struct CostModel {
     /// index: a posting-list entry (measured with the rows in cache, where
     /// the gathered row cost no more than a scanned one).
     pub tagged_candidate: f64,
+    /// One candidate of a bitmap scan set into its mask: `candidate` when
+    /// read from the index; from the row tags, `tagged_mask_candidate`.
+    pub mask_candidate: f64,
+    /// One candidate row set into a bitmap scan's mask from the row tags:
+    /// its posting-list entry and its bit, a posting list per indexed
+    /// value (dearer than gather's `tagged_candidate`, which was measured
+    /// on lists read for a 10% filter).
+    pub tagged_mask_candidate: f64,
     /// One row gathered: its distance, on a row read from wherever it lies
     /// (rather than right after the last one), with its visibility check.
     pub gather_row: f64,
@@ -264,6 +281,8 @@ impl CostModel {
             // A scattered read without a prefetch: not scaled.
             mask_cold: 0.7,
             tagged_candidate: 0.01 * scale,
+            mask_candidate: 1.93 * scale,
+            tagged_mask_candidate: TAGGED_MASK_CANDIDATE * scale,
             // Mostly a distance and a scattered read: not scaled.
             gather_row: 1.55,
             code_row: CODE_ROW,
@@ -431,10 +450,11 @@ impl CostModel {
     }
 
     /// The model when candidates come from row tags: `candidate` costs
-    /// `tagged_candidate`.
+    /// `tagged_candidate`, and `mask_candidate` `tagged_mask_candidate`.
     pub fn tagged(self) -> Self {
         Self {
             candidate: self.tagged_candidate,
+            mask_candidate: self.tagged_mask_candidate,
             ..self
         }
     }
@@ -550,13 +570,13 @@ impl CostModel {
         };
         let bitmap = if p.exact {
             Some(
-                cand * self.candidate
+                cand * self.mask_candidate
                     + (n * self.mask_skip + self.masked(n, cand, k)) / self.masked_par(n, cand, par),
             )
         } else if p.indexed {
             let (checks, fill) = Self::lazy_work(cand, (m / cand.max(1.0)).min(1.0), k, par);
             Some(
-                cand * self.candidate
+                cand * self.mask_candidate
                     + (n * self.mask_skip
                         + self.lazy_masked(n, cand, fill, checks)
                         + checks * self.scan_check)
@@ -1422,8 +1442,10 @@ mod tests {
     #[test]
     fn with_codes_the_cheapest_priced_strategy_is_the_sweeps_fastest() {
         // The sweep at 100k × 384, k = 10, one thread, with codes and an
-        // exact, tagged index (BENCHMARKS.md): the lazy scan ran fastest at
-        // 100% of rows (2.6 ms, bitmap 3.3, gather 5.0), the bitmap or
+        // exact, tagged index (BENCHMARKS.md): the lazy scan or the bitmap
+        // ran fastest at 100% of rows (the scan 1.1 to 1.3 times faster in
+        // three runs, gather half their speed; since every coded scan caps
+        // by a full heap, the two are about level), the bitmap or
         // gather from 50% to 10% (the scan 1.2 to 1.9 times their time at
         // 50%, 6 to 7 times at 10%, in two runs), and gather from 1% down.
         let (n, k) = (100_000.0, 10.0);
@@ -1450,7 +1472,7 @@ mod tests {
             (best.0, costs)
         };
         for (c, want) in [
-            (n, &[Strategy::Scan][..]),
+            (n, &[Strategy::Scan, Strategy::Bitmap][..]),
             (50_000.0, &[Strategy::Bitmap, Strategy::Gather][..]),
             (10_000.0, &[Strategy::Bitmap, Strategy::Gather][..]),
             (1_000.0, &[Strategy::Gather][..]),
