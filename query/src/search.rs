@@ -370,13 +370,9 @@ impl CostModel {
         }
         let fill = fill.clamp(0.0, c);
         let rest = c - fill;
-        let reads = ((checks - fill).max(0.0) * LAZY_READS).min(rest);
-        // Past the fill, no dearer than reading the rest outright (where
-        // the code pass cannot pay, as just above k matching rows, the
-        // price stays monotone in the matches, as `count_cap` needs).
         fill * self.mask_row
             + Self::cold_mask_rows(n, fill) * self.mask_cold
-            + self.coded(n * rest / c, rest, reads).min(rest * self.mask_row)
+            + self.past_fill(n * rest / c, rest, fill, checks, rest * self.mask_row)
     }
 
     /// A scan of all `n` rows under a lazy filter: as
@@ -389,9 +385,27 @@ impl CostModel {
         }
         let fill = fill.clamp(0.0, n);
         let rest = n - fill;
+        fill + self.past_fill(rest, rest, fill, checks, rest)
+    }
+
+    /// The `rest` rows (of `n` for the scan tasks) a coded lazy scan
+    /// visits after its first `fill`: each bounded from its code, and
+    /// [`LAZY_READS`] read per check after the fill. No dearer than
+    /// reading them `outright`: where the code pass cannot pay (just above
+    /// k matching rows), the price stays monotone in the matches, as
+    /// [`count_cap`](Self::count_cap) needs.
+    fn past_fill(&self, n: f64, rest: f64, fill: f64, checks: f64, outright: f64) -> f64 {
         let reads = ((checks - fill).max(0.0) * LAZY_READS).min(rest);
-        // As in `lazy_masked`: no dearer than reading the rest in order.
-        fill + self.coded(rest, rest, reads).min(rest)
+        self.coded(n, rest, reads).min(outright)
+    }
+
+    /// A lazy scan of all `n` rows, when a fraction `s` of them match, on
+    /// `par` threads: its rows ([`lazy_scan`](Self::lazy_scan)) and its
+    /// filter checks, summed over the threads (the strategy's cost is this
+    /// over `par`).
+    pub fn filtered_scan(&self, n: f64, s: f64, k: f64, par: f64) -> f64 {
+        let (checks, fill) = Self::lazy_work(n, s, k, par);
+        self.lazy_scan(n, fill, checks) + checks * self.scan_check
     }
 
     /// A lazy scan of `base` rows on `par` threads, each over its share
@@ -490,14 +504,13 @@ impl CostModel {
         let (nf, kf) = (n as f64, k as f64);
         let index_wins = |c: u64| {
             let c = c as f64;
-            let (checks, fill) = Self::lazy_work(nf, c / nf, kf, 1.0);
             c * (self.candidate
                 + self
                     .code_row
                     .min(self.gather_row)
                     .min(self.mask_row)
                     .min(self.mask_code))
-                < self.lazy_scan(nf, fill, checks) + checks * self.scan_check
+                < self.filtered_scan(nf, c / nf, kf, 1.0)
         };
         // `index_wins` is monotone (true, then false) in c: binary search.
         let (mut lo, mut hi) = (0u64, n.max(1));
@@ -555,8 +568,7 @@ impl CostModel {
         // share (the bound they share only helps once one is full), so each
         // checks what a lazy scan of its share alone would.
         let scan = if p.filtered {
-            let (checks, fill) = Self::lazy_work(n, s, k, par);
-            (self.lazy_scan(n, fill, checks) + checks * self.scan_check) / par
+            self.filtered_scan(n, s, k, par) / par
         } else {
             n / par
         };
@@ -1440,15 +1452,31 @@ mod tests {
         // bitmap's mask build was priced apart, at `tagged_mask_candidate`,
         // which moves it to about 10%).
         let m = CostModel::for_dim(384).tagged().without_codes();
-        let gather = |c: f64| c * m.candidate + m.gathered(c, 10.0);
-        let bitmap = |c: f64| {
-            c * m.mask_candidate
-                + n * m.mask_skip
-                + c * m.mask_row
-                + CostModel::cold_mask_rows(n, c) * m.mask_cold
+        let gather_and_bitmap = |c: f64| {
+            let [(_, gather), _, (_, bitmap)] = m.costs(&exact_index(n, 10.0, c));
+            (gather.expect("gather"), bitmap.expect("bitmap"))
         };
-        assert!(gather(1_000.0) < bitmap(1_000.0));
-        assert!(gather(50_000.0) > bitmap(50_000.0));
+        let (gather, bitmap) = gather_and_bitmap(1_000.0);
+        assert!(gather < bitmap, "1%: gather {gather}, bitmap {bitmap}");
+        let (gather, bitmap) = gather_and_bitmap(50_000.0);
+        assert!(gather > bitmap, "50%: gather {gather}, bitmap {bitmap}");
+    }
+
+    /// A search of `n` rows for `k` under a filter an index answers
+    /// exactly, matching `c` rows, on one thread.
+    fn exact_index(n: f64, k: f64, c: f64) -> Priced {
+        Priced {
+            n,
+            k,
+            matches: c,
+            candidates: c,
+            selectivity: c / n,
+            par: 1.0,
+            filtered: true,
+            exact: true,
+            indexed: true,
+            id_lookup: CANDIDATE,
+        }
     }
 
     #[test]
@@ -1462,19 +1490,7 @@ mod tests {
         let (n, k) = (100_000.0, 10.0);
         let m = CostModel::for_dim(384).tagged();
         let cheapest = |c: f64| {
-            let priced = Priced {
-                n,
-                k,
-                matches: c,
-                candidates: c,
-                selectivity: c / n,
-                par: 1.0,
-                filtered: true,
-                exact: true,
-                indexed: true,
-                id_lookup: m.candidate,
-            };
-            let costs = m.costs(&priced);
+            let costs = m.costs(&exact_index(n, k, c));
             let best = costs
                 .iter()
                 .filter_map(|(st, c)| c.map(|c| (*st, c)))
@@ -1553,10 +1569,7 @@ mod tests {
             // At the cap the index strategies' floor reaches a lazy scan's
             // cost; one entry below it they are still cheaper.
             let (nf, kf) = (n as f64, k as f64);
-            let scan = |c: f64| {
-                let (checks, fill) = CostModel::lazy_work(nf, c / nf, kf, 1.0);
-                model.lazy_scan(nf, fill, checks) + checks * model.scan_check
-            };
+            let scan = |c: f64| model.filtered_scan(nf, c / nf, kf, 1.0);
             let floor = |c: f64| {
                 c * (model.candidate
                     + model
@@ -1584,8 +1597,7 @@ mod tests {
                 let mut last = f64::INFINITY;
                 let grid = (10..100).chain((1..=1_000).map(|i| i * 100));
                 for c in grid.map(f64::from) {
-                    let (checks, fill) = CostModel::lazy_work(n, c / n, 10.0, par);
-                    let cost = model.lazy_scan(n, fill, checks) + checks * model.scan_check;
+                    let cost = model.filtered_scan(n, c / n, 10.0, par);
                     assert!(
                         cost <= last + 1e-6,
                         "{c} matching, {par} threads: {cost} after {last}"
