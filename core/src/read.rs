@@ -282,6 +282,12 @@ pub struct CollectionRead<'t> {
 /// partition, not yet written.
 pub(crate) type CountDeltas = std::collections::BTreeMap<(String, Vec<u8>), i64>;
 
+/// A stored count with a transaction's change to it: what a read inside the
+/// transaction counts and what its commit writes (never below 0).
+pub(crate) fn with_delta(n: u64, delta: i64) -> u64 {
+    n.saturating_add_signed(delta)
+}
+
 impl std::fmt::Debug for CollectionRead<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CollectionRead")
@@ -742,7 +748,7 @@ impl<'t> CollectionRead<'t> {
             .and_then(|p| p.get(&(self.config.name.clone(), part.0.clone())))
             .copied()
             .unwrap_or(0);
-        Ok(stored.saturating_add_signed(delta))
+        Ok(with_delta(stored, delta))
     }
 
     /// The cache of vector field `field` as of this snapshot.

@@ -970,7 +970,7 @@ impl<'db> WriteTxn<'db> {
                 n as i64 + delta >= 0,
                 "count of {collection:?} would go below 0 ({n} + {delta})"
             );
-            let n = (n as i64 + delta).max(0) as u64;
+            let n = crate::read::with_delta(n, delta);
             self.txn.put(&cf, key, n.to_le_bytes().to_vec())?;
         }
         let db = self.db;
