@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bson::{Bson, Document};
+use bson::spec::BinarySubtype;
+use bson::{Binary, Bson, Document};
 use slate_vector::{CacheConfig, RowTags, VectorCache};
 
 use crate::catalog::{collection_cf, CollectionConfig, VectorField};
@@ -320,18 +321,42 @@ pub fn bson_to_vector(value: &Bson) -> std::result::Result<Option<Vec<f32>>, Str
             })
             .collect::<std::result::Result<Vec<f32>, String>>()
             .map(Some),
-        Bson::Binary(b) => {
-            if b.bytes.len() % 4 != 0 {
+        Bson::Binary(b) => binary_to_vector(b).map(Some),
+        other => Err(format!(
+            "{:?} is neither an array of numbers nor a binary of f32",
+            other.element_type()
+        )),
+    }
+}
+
+/// A binary's vector: a BSON vector (subtype 9, the MongoDB drivers'
+/// `Vector`) of float32 or int8 values, or the bytes of little-endian f32
+/// under the generic subtype (0) or a user-defined one (0x80 and above).
+/// Every other subtype (a UUID, an MD5, encrypted or deprecated binary) is
+/// refused rather than read as floats, and so is a packed-bit vector.
+fn binary_to_vector(b: &Binary) -> std::result::Result<Vec<f32>, String> {
+    match b.subtype {
+        BinarySubtype::Vector => match bson::binary::Vector::try_from(b) {
+            Ok(bson::binary::Vector::Float32(v)) => Ok(v),
+            // Every i8 is exactly an f32.
+            Ok(bson::binary::Vector::Int8(v)) => Ok(v.into_iter().map(f32::from).collect()),
+            Ok(bson::binary::Vector::PackedBit(_)) => {
+                Err("a packed-bit BSON vector is not a vector of numbers (float32 or int8)".to_owned())
+            }
+            Err(e) => Err(format!("a malformed BSON vector: {e}")),
+        },
+        BinarySubtype::Generic | BinarySubtype::UserDefined(_) => {
+            if !b.bytes.len().is_multiple_of(4) {
                 return Err(format!(
                     "binary of {} bytes is not a whole number of f32",
                     b.bytes.len()
                 ));
             }
-            Ok(Some(f32s_from_le(&b.bytes)))
+            Ok(f32s_from_le(&b.bytes))
         }
         other => Err(format!(
-            "{:?} is neither an array of numbers nor a binary of f32",
-            other.element_type()
+            "a binary of subtype {:#04x} ({other:?}) is not a vector: use subtype 0 (little-endian f32) or 9 (a BSON vector)",
+            u8::from(other)
         )),
     }
 }

@@ -4,6 +4,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use bson::binary::{PackedBitVector, Vector};
+use bson::spec::BinarySubtype;
 use bson::{doc, Bson, Document};
 use proptest::prelude::*;
 use slate_core::store::WriteGuard;
@@ -173,11 +175,39 @@ fn vectors_are_validated_stored_apart_and_never_half_written() {
             .expect("array of numbers");
         txn.insert("v", doc! { "_id": 2, "emb": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: [1f32, 0.0, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect() } }).expect("binary f32");
         txn.insert("v", doc! { "_id": 3, "other": 1 }).expect("no vector");
+        // BSON vectors (subtype 9), as MongoDB's drivers write embeddings.
+        txn.insert(
+            "v",
+            doc! { "_id": 8, "emb": Vector::Float32(vec![0.5, -1.0, 2.0]) },
+        )
+        .expect("float32 BSON vector");
+        txn.insert("v", doc! { "_id": 9, "emb": Vector::Int8(vec![-128, 0, 127]) })
+            .expect("int8 BSON vector");
+        let binary = |subtype, bytes: Vec<u8>| bson::Binary { subtype, bytes };
+        let f32_bytes: Vec<u8> = [1f32, 2.0, 3.0].iter().flat_map(|x| x.to_le_bytes()).collect();
         for (bad, why) in [
             (doc! { "_id": 4, "emb": [1.0, 2.0] }, "expected 3"),
             (doc! { "_id": 5, "emb": [1.0, f64::NAN, 3.0] }, "not a finite"),
             (doc! { "_id": 6, "emb": [1.0, "x", 3.0] }, "not a number"),
             (doc! { "_id": 7, "emb": "nope" }, "neither"),
+            (
+                doc! { "_id": 10, "emb": Vector::Float32(vec![1.0, 2.0]) },
+                "expected 3",
+            ),
+            (
+                doc! { "_id": 11, "emb": Vector::PackedBit(PackedBitVector::new(vec![0b1010_0000], 5).expect("bits")) },
+                "packed-bit",
+            ),
+            // Twelve bytes would be three f32s: refused for the subtype.
+            (
+                doc! { "_id": 12, "emb": binary(BinarySubtype::Md5, f32_bytes.clone()) },
+                "subtype 0x05",
+            ),
+            // A float32 BSON vector whose payload is not whole f32s.
+            (
+                doc! { "_id": 13, "emb": binary(BinarySubtype::Vector, vec![0x27, 0, 1, 2, 3, 4, 5]) },
+                "malformed BSON vector",
+            ),
         ] {
             let err = txn.insert("v", bad).unwrap_err();
             let msg = err.to_string();
@@ -189,9 +219,23 @@ fn vectors_are_validated_stored_apart_and_never_half_written() {
         let v = read.collection("v").expect("v");
         assert_eq!(
             v.count(&Part::none()).expect("count"),
-            3,
+            5,
             "refused documents were not written"
         );
+        for (id, want) in [(8, [0.5, -1.0, 2.0]), (9, [-128.0, 0.0, 127.0])] {
+            let d = v
+                .get_by_id(&Part::none(), &Bson::Int32(id))
+                .expect("get")
+                .expect("found");
+            let full = v.materialize_full(&d).expect("materialize");
+            let got: Vec<f64> = full
+                .get_array("emb")
+                .expect("emb")
+                .iter()
+                .filter_map(Bson::as_f64)
+                .collect();
+            assert_eq!(got, want, "BSON vector {id} read back as its values");
+        }
         let d = v
             .get_by_id(&Part::none(), &Bson::Int32(1))
             .expect("get")
@@ -203,7 +247,7 @@ fn vectors_are_validated_stored_apart_and_never_half_written() {
         let full = v.materialize_full(&d).expect("materialize");
         assert_eq!(full.get_array("emb").expect("emb").len(), 3);
         let view = v.vectors("emb").expect("view");
-        assert_eq!(view.len(), 2);
+        assert_eq!(view.len(), 4);
         assert!(matches!(v.vectors("nope"), Err(Error::UnknownVectorField { .. })));
     }
 }
