@@ -206,15 +206,21 @@ fn decode_typed<T: DeserializeOwned>(
 
 /// Why `doc` is not a `T`, naming its `_id`.
 pub(crate) fn decode_error<T>(doc: &RawDoc<'_>, e: slate_core::value::DeError) -> slate_query::Error {
-    let id = doc
-        .raw()
+    decode_error_of::<T>(&doc.bytes, || slate_core::KeyDisplay(&doc.key).to_string(), e)
+}
+
+/// Why the document `bytes` is not a `T`, naming its `_id` (`fallback()`
+/// when it has none that reads).
+pub(crate) fn decode_error_of<T>(
+    bytes: &[u8],
+    fallback: impl FnOnce() -> String,
+    e: slate_core::value::DeError,
+) -> slate_query::Error {
+    let id = bson::RawDocument::from_bytes(bytes)
         .ok()
         .and_then(|raw| raw.get("_id").ok().flatten())
         .and_then(|id| bson::Bson::try_from(id).ok())
-        .map_or_else(
-            || slate_core::KeyDisplay(&doc.key).to_string(),
-            |id| id.into_relaxed_extjson().to_string(),
-        );
+        .map_or_else(fallback, |id| id.into_relaxed_extjson().to_string());
     slate_query::Error::Decode {
         id,
         type_name: std::any::type_name::<T>(),

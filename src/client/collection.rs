@@ -4,6 +4,7 @@
 use std::borrow::Borrow;
 
 use bson::{Bson, Document};
+use serde::de::DeserializeOwned;
 
 use super::Client;
 use crate::server::protocol::{
@@ -65,6 +66,23 @@ impl RemoteCollection {
         bin.to_doc(what).map_err(|e| self.client.bad_reply(e))
     }
 
+    /// A document of the answer deserialized into `T`, as the embedded
+    /// typed reads do: bytes that are no BSON document are a bad reply; a
+    /// document that does not fit `T` is [`slate_query::Error::Decode`],
+    /// naming its `_id`.
+    fn typed<T: DeserializeOwned>(&self, bin: &Bin, what: &str) -> Result<T> {
+        let limit = slate_core::value::MAX_NESTING;
+        if slate_core::value::nested_deeper_than(&bin.0, limit) {
+            return Err(self.client.bad_reply(format!(
+                "{what}: documents and arrays nested more than {limit} levels deep"
+            )));
+        }
+        bson::RawDocument::from_bytes(&bin.0)
+            .map_err(|e| self.client.bad_reply(format!("{what}: not a BSON document: {e}")))?;
+        slate_core::value::from_raw::<T>(&bin.0)
+            .map_err(|e| crate::find::decode_error_of::<T>(&bin.0, || "(no _id)".to_owned(), e).into())
+    }
+
     fn value(&self, bin: &Bin, what: &str) -> Result<Bson> {
         bin.to_value(what).map_err(|e| self.client.bad_reply(e))
     }
@@ -123,28 +141,53 @@ impl RemoteCollection {
 
     /// The document with `_id` `id`, in one round trip.
     pub fn get(&self, id: impl Into<Bson>) -> Result<Option<Document>> {
+        let r = self.get_reply(id.into())?;
+        r.doc.as_ref().map(|d| self.doc(d, "doc")).transpose()
+    }
+
+    /// [`get`](Self::get), deserialized into `T` (any serde type) with no
+    /// `Document` in between, as [`crate::Collection::get_as`] does.
+    pub fn get_as<T: DeserializeOwned>(&self, id: impl Into<Bson>) -> Result<Option<T>> {
+        let r = self.get_reply(id.into())?;
+        r.doc.as_ref().map(|d| self.typed(d, "doc")).transpose()
+    }
+
+    fn get_reply(&self, id: Bson) -> Result<GetReply> {
         let args = GetArgs {
             collection: self.name.clone(),
             partitions: self.parts(),
-            id: Bin::value(&id.into()),
+            id: Bin::value(&id),
         };
-        let r: GetReply = self.client.call("get", &args)?;
-        r.doc.as_ref().map(|d| self.doc(d, "doc")).transpose()
+        self.client.call("get", &args)
     }
 
     /// The documents with the given ids, in order (`None` where absent), from
     /// one snapshot in one round trip.
     pub fn get_many(&self, ids: &[Bson]) -> Result<Vec<Option<Document>>> {
+        self.get_many_reply(ids)?
+            .docs
+            .iter()
+            .map(|d| d.as_ref().map(|d| self.doc(d, "docs")).transpose())
+            .collect()
+    }
+
+    /// [`get_many`](Self::get_many), each document deserialized into `T`
+    /// as [`get_as`](Self::get_as) does.
+    pub fn get_many_as<T: DeserializeOwned>(&self, ids: &[Bson]) -> Result<Vec<Option<T>>> {
+        self.get_many_reply(ids)?
+            .docs
+            .iter()
+            .map(|d| d.as_ref().map(|d| self.typed(d, "docs")).transpose())
+            .collect()
+    }
+
+    fn get_many_reply(&self, ids: &[Bson]) -> Result<GetManyReply> {
         let args = GetManyArgs {
             collection: self.name.clone(),
             partitions: self.parts(),
             ids: Bin::value(&Bson::Array(ids.to_vec())),
         };
-        let r: GetManyReply = self.client.call("get_many", &args)?;
-        r.docs
-            .iter()
-            .map(|d| d.as_ref().map(|d| self.doc(d, "docs")).transpose())
-            .collect()
+        self.client.call("get_many", &args)
     }
 
     /// A query: chain `sort`, `skip`, `limit`, `project`, then `run`, `count`
@@ -336,17 +379,45 @@ impl RemoteFind<'_> {
         Ok(docs)
     }
 
+    /// Runs the query and collects the documents as `T`s (any serde type),
+    /// as [`crate::Find::run_as`] does: a document that does not fit `T`
+    /// fails the call with [`slate_query::Error::Decode`], naming its `_id`.
+    pub fn run_as<T: DeserializeOwned>(self) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        self.for_each_as(|d| {
+            out.push(d);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
     /// Runs the query, handing each document to `f` as its frame arrives.
     /// An error from `f` stops the calls to `f`; the answer is still read to
     /// its end so that the connection stays usable.
-    pub fn for_each(self, mut f: impl FnMut(Document) -> Result<()>) -> Result<()> {
+    pub fn for_each(self, f: impl FnMut(Document) -> Result<()>) -> Result<()> {
+        let coll = self.coll;
+        self.for_each_with(|bin| coll.doc(bin, "docs"), f)
+    }
+
+    /// [`for_each`](Self::for_each) with each document deserialized into
+    /// `T`; one that does not fit stops the calls as an error from `f` does.
+    pub fn for_each_as<T: DeserializeOwned>(self, f: impl FnMut(T) -> Result<()>) -> Result<()> {
+        let coll = self.coll;
+        self.for_each_with(|bin| coll.typed(bin, "docs"), f)
+    }
+
+    fn for_each_with<T>(
+        self,
+        decode: impl Fn(&Bin) -> Result<T>,
+        mut f: impl FnMut(T) -> Result<()>,
+    ) -> Result<()> {
         let client = &self.coll.client;
         let mut failed = None;
         client.exchange("find", &self.args, |frame| {
             let reply: FindReply = client.ok_of("find", frame)?;
             for bin in &reply.docs {
                 if failed.is_none() {
-                    if let Err(e) = self.coll.doc(bin, "docs").and_then(&mut f) {
+                    if let Err(e) = decode(bin).and_then(&mut f) {
                         failed = Some(e);
                     }
                 }

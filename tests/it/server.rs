@@ -74,6 +74,17 @@ fn people() -> Vec<Document> {
         .collect()
 }
 
+/// A typed view of `people()`'s documents (the one with `_id` "s1" does not fit).
+#[derive(Debug, PartialEq, serde::Deserialize)]
+struct Person {
+    #[serde(rename = "_id")]
+    id: i32,
+    name: String,
+    age: i32,
+    #[serde(default)]
+    emb: Option<Vec<f32>>,
+}
+
 fn config() -> CollectionConfig {
     CollectionConfig::new("people")
         .index("status")
@@ -112,6 +123,25 @@ fn every_operation_gives_what_the_embedded_api_gives() {
     both!(e, r, c => c.get("s1"));
     both!(e, r, c => c.get(999));
     both!(e, r, c => c.get_many(&[Bson::Int32(3), Bson::Int32(999), Bson::String("s1".into())]));
+    // Typed reads: the same values, and the same decode error (naming the
+    // `_id`) for a document that does not fit.
+    both!(e, r, c => c.get_as::<Person>(7));
+    both!(e, r, c => c.get_as::<Person>(999));
+    both!(e, r, c => c.get_as::<Person>("s1"));
+    both!(e, r, c => c.get_many_as::<Person>(&[Bson::Int32(3), Bson::Int32(999)]));
+    both!(e, r, c => c.get_many_as::<Person>(&[Bson::Int32(3), Bson::String("s1".into())]));
+    both!(e, r, c => c.find(doc! { "status": "idle" }).sort("age:desc").skip(2).limit(9).run_as::<Person>());
+    both!(e, r, c => c.find(doc! { "age": { "$lt": 30 } }).project(["name", "age"]).run_as::<Person>());
+    both!(e, r, c => c.find(doc! { "status": "active" }).run_as::<Person>());
+    let err = r.get_as::<Person>("s1").unwrap_err();
+    assert!(
+        err.to_string().contains("document \"s1\" does not decode as") && err.to_string().contains("Person"),
+        "{err}"
+    );
+    assert_eq!(
+        r.get_as::<Person>(7).unwrap().map(|p| p.name),
+        Some("p7".to_owned())
+    );
 
     // find: filter, sort, skip, limit, projection; count; explain
     type FindCase<'a> = (Document, Vec<&'a str>, usize, Option<usize>, Option<Vec<&'a str>>);
