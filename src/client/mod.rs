@@ -2,7 +2,9 @@
 //!
 //! One TCP connection per `Client` (clones share it; calls from several
 //! threads take turns). Requests are answered in order; a call sends one
-//! request and reads its reply (several frames for `find`).
+//! request and reads its reply (several frames for `find`). A call that
+//! breaks the connection fails, and is not retried (a write may have been
+//! applied); the next call opens a new connection.
 
 mod collection;
 
@@ -10,7 +12,7 @@ use std::io::{BufReader, BufWriter, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -25,6 +27,11 @@ pub use collection::{RemoteCollection, RemoteFind, RemoteSearch, RemoteSearchBat
 
 /// Largest reply frame a client accepts by default: 256 MiB.
 pub const DEFAULT_CLIENT_MAX_FRAME_BYTES: usize = 256 << 20;
+
+/// How long a connection must have been idle before a call first checks
+/// that the server has not closed it (three system calls, which back-to-back
+/// calls skip).
+const LOOK_AFTER_IDLE: Duration = Duration::from_millis(100);
 
 /// How long a client waits to connect, by default: 10 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,9 +61,9 @@ impl ClientBuilder {
 
     /// How long a call waits on one read or write (a silent or stalled
     /// server, a partitioned network): past it the call fails with
-    /// `Error::Connection`, and so do later calls on this connection, whose
-    /// replies could no longer be told apart. `None` waits forever; a zero
-    /// duration is read as `None`. Default 120 s.
+    /// `Error::Connection` and the connection is dropped (its replies could
+    /// no longer be told apart); the next call opens a new one. `None`
+    /// waits forever; a zero duration is read as `None`. Default 120 s.
     pub fn io_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.io_timeout = timeout.filter(|t| !t.is_zero());
         self
@@ -76,6 +83,27 @@ impl ClientBuilder {
 
     /// Connects (and authenticates, with a token).
     pub fn connect(self) -> Result<Client> {
+        let conn = self.open()?;
+        let client = Client {
+            inner: Arc::new(Inner {
+                conn: Mutex::new(conn),
+                holder: Mutex::new(None),
+                opts: self,
+            }),
+        };
+        if let Some(token) = &client.inner.opts.token {
+            client.call::<_, Done>(
+                "auth",
+                &AuthArgs {
+                    token: Bin(token.clone()),
+                },
+            )?;
+        }
+        Ok(client)
+    }
+
+    /// A new connection, not yet authenticated.
+    fn open(&self) -> Result<Conn> {
         let conn_err = |reason: String| Error::Connection {
             addr: self.addr.clone(),
             reason,
@@ -108,23 +136,13 @@ impl ClientBuilder {
             .and_then(|()| stream.set_write_timeout(self.io_timeout))
             .map_err(|e| conn_err(format!("setting timeouts: {e}")))?;
         let reader = stream.try_clone().map_err(|e| conn_err(e.to_string()))?;
-        let client = Client {
-            inner: Arc::new(Inner {
-                addr: self.addr.clone(),
-                max_frame_bytes: self.max_frame_bytes,
-                conn: Mutex::new(Conn {
-                    reader: BufReader::with_capacity(64 << 10, reader),
-                    writer: BufWriter::with_capacity(64 << 10, stream),
-                    next_id: 1,
-                    broken: None,
-                }),
-                holder: Mutex::new(None),
-            }),
-        };
-        if let Some(token) = self.token {
-            client.call::<_, Done>("auth", &AuthArgs { token: Bin(token) })?;
-        }
-        Ok(client)
+        Ok(Conn {
+            reader: BufReader::with_capacity(64 << 10, reader),
+            writer: BufWriter::with_capacity(64 << 10, stream),
+            next_id: 1,
+            broken: None,
+            last_used: Instant::now(),
+        })
     }
 }
 
@@ -133,8 +151,29 @@ struct Conn {
     reader: BufReader<TcpStream>,
     writer: BufWriter<TcpStream>,
     next_id: u64,
-    /// Set once the stream failed: later calls fail with this reason.
+    /// Set once the stream failed: the next call opens a new connection.
     broken: Option<String>,
+    /// When the last call on it ended.
+    last_used: Instant,
+}
+
+impl Conn {
+    /// Whether the server closed this connection (or sent something
+    /// unasked, which only a refusal before closing does) since the last
+    /// call: a look at the socket without waiting, between calls, when
+    /// nothing is owed.
+    fn closed_by_peer(&self) -> bool {
+        if !self.reader.buffer().is_empty() {
+            return true;
+        }
+        let stream = self.reader.get_ref();
+        if stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let seen = stream.peek(&mut [0u8; 1]);
+        let restored = stream.set_nonblocking(false).is_ok();
+        !restored || !matches!(seen, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
 }
 
 /// Marks the thread inside a call until dropped (also by a panic).
@@ -155,8 +194,8 @@ impl Drop for Holding<'_> {
 
 #[derive(Debug)]
 struct Inner {
-    addr: String,
-    max_frame_bytes: usize,
+    /// What the connection was opened with, to open another.
+    opts: ClientBuilder,
     conn: Mutex<Conn>,
     /// The thread inside a call, which must not start another on this
     /// connection (from a `for_each` callback): it would wait on itself.
@@ -188,14 +227,45 @@ impl Client {
 
     /// The server's address as given.
     pub fn addr(&self) -> &str {
-        &self.inner.addr
+        &self.inner.opts.addr
     }
 
     fn conn_err(&self, reason: impl Into<String>) -> Error {
         Error::Connection {
-            addr: self.inner.addr.clone(),
+            addr: self.inner.opts.addr.clone(),
             reason: reason.into(),
         }
+    }
+
+    /// Replaces a connection that broke with a new one, authenticated as
+    /// the first was. A refusal of the new one (busy, unauthorized) keeps
+    /// its kind; a failure to connect says why the old one broke too.
+    fn reconnect(&self, conn: &mut Conn, reason: &str) -> Result<()> {
+        let broke = |e: Error| match e {
+            Error::Connection { reason: why, .. } => self.conn_err(format!(
+                "the connection broke ({reason}), and opening a new one failed: {why}"
+            )),
+            other => other,
+        };
+        let mut fresh = self.inner.opts.open().map_err(broke)?;
+        if let Some(token) = &self.inner.opts.token {
+            let args = AuthArgs {
+                token: Bin(token.clone()),
+            };
+            let mut answered = false;
+            self.exchange_on(&mut fresh, 1, "auth", &args, &mut |frame| {
+                self.ok_of::<Done>("auth", frame)?;
+                answered = true;
+                Ok(false)
+            })
+            .map_err(broke)?;
+            if !answered {
+                return Err(self.conn_err("no answer to \"auth\""));
+            }
+            fresh.next_id = 2;
+        }
+        *conn = fresh;
+        Ok(())
     }
 
     /// Sends `op` with `args`; then `on_frame` gets each reply frame's payload
@@ -224,13 +294,19 @@ impl Client {
                 .get_or_insert_with(|| "an earlier call panicked while reading its answer".into());
             conn
         });
-        if let Some(reason) = &conn.broken {
-            return Err(self.conn_err(format!("connection unusable after an earlier error: {reason}")));
+        if conn.broken.is_none() && conn.last_used.elapsed() >= LOOK_AFTER_IDLE && conn.closed_by_peer() {
+            // Closed while idle (the server's idle timeout, a restart):
+            // nothing was sent on it, so a new one takes this call.
+            conn.broken = Some("closed by the server while idle".into());
+        }
+        if let Some(reason) = conn.broken.clone() {
+            self.reconnect(&mut conn, &reason)?;
         }
         let id = conn.next_id;
         conn.next_id += 1;
         let _holding = Holding::new(&self.inner.holder, me);
         let result = self.exchange_on(&mut conn, id, op, args, &mut on_frame);
+        conn.last_used = Instant::now();
         match &result {
             Err(Error::Connection { reason, .. }) => conn.broken = Some(reason.clone()),
             // The server closes the connection after these.
@@ -271,7 +347,7 @@ impl Client {
                 std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
             );
             if closed {
-                if let Ok(Some(frame)) = read_frame(&mut conn.reader, self.inner.max_frame_bytes) {
+                if let Ok(Some(frame)) = read_frame(&mut conn.reader, self.inner.opts.max_frame_bytes) {
                     if let Ok(IdAndErr {
                         id: 0,
                         err: Some(err),
@@ -284,7 +360,7 @@ impl Client {
             return Err(self.conn_err(format!("sending {op:?}: {e}")));
         }
         loop {
-            let frame = match read_frame(&mut conn.reader, self.inner.max_frame_bytes) {
+            let frame = match read_frame(&mut conn.reader, self.inner.opts.max_frame_bytes) {
                 Ok(Some(f)) => f,
                 Ok(None) => return Err(self.conn_err(format!("closed before answering {op:?}"))),
                 Err(FrameError::Io(e)) => {

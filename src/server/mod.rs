@@ -42,8 +42,8 @@ pub struct ServerConfig {
     /// Connections served at once; more are refused with `busy`. Default 128.
     pub max_connections: usize,
     /// How long a connection may send nothing before it is closed. Default
-    /// none: clients may hold idle connections (the client does not
-    /// reconnect).
+    /// none: clients may hold idle connections (`slate::Client` sees one
+    /// closed before its next call and opens a new one for it).
     pub idle_timeout: Option<Duration>,
     /// With a token required, how long a connection has to send its whole
     /// `auth` request, so that connections that never authenticate cannot
