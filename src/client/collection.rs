@@ -6,7 +6,7 @@ use std::borrow::Borrow;
 use bson::{Bson, Document};
 use serde::de::DeserializeOwned;
 
-use super::Client;
+use super::{Client, Flow};
 use crate::server::protocol::{
     Bin, CountReply, DeleteArgs, DeleteReply, Done, ExplainReply, FindArgs, FindReply, GetArgs, GetManyArgs,
     GetManyReply, GetReply, HitWire, IndexArgs, InsertManyArgs, InsertManyReply, InsertOneArgs,
@@ -392,8 +392,9 @@ impl RemoteFind<'_> {
     }
 
     /// Runs the query, handing each document to `f` as its frame arrives.
-    /// An error from `f` stops the calls to `f`; the answer is still read to
-    /// its end so that the connection stays usable.
+    /// An error from `f` stops the calls to `f` and the download: the rest
+    /// of the answer is not read (its connection is dropped; the client's
+    /// next call opens a new one).
     pub fn for_each(self, f: impl FnMut(Document) -> Result<()>) -> Result<()> {
         let coll = self.coll;
         self.for_each_with(|bin| coll.doc(bin, "docs"), f)
@@ -416,13 +417,16 @@ impl RemoteFind<'_> {
         client.exchange("find", &self.args, |frame| {
             let reply: FindReply = client.ok_of("find", frame)?;
             for bin in &reply.docs {
-                if failed.is_none() {
-                    if let Err(e) = decode(bin).and_then(&mut f) {
-                        failed = Some(e);
-                    }
+                if let Err(e) = decode(bin).and_then(&mut f) {
+                    failed = Some(e);
+                    break;
                 }
             }
-            Ok(reply.more)
+            Ok(match (reply.more, &failed) {
+                (false, _) => Flow::Last,
+                (true, None) => Flow::More,
+                (true, Some(_)) => Flow::Abandon,
+            })
         })?;
         failed.map_or(Ok(()), Err)
     }

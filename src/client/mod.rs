@@ -157,6 +157,17 @@ struct Conn {
     last_used: Instant,
 }
 
+/// What a call wants after a frame of its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    /// The next frame.
+    More,
+    /// Nothing: that was the last.
+    Last,
+    /// Nothing, though more is coming: drop the connection.
+    Abandon,
+}
+
 impl Conn {
     /// Whether the server closed this connection (or sent something
     /// unasked, which only a refusal before closing does) since the last
@@ -256,7 +267,7 @@ impl Client {
             self.exchange_on(&mut fresh, 1, "auth", &args, &mut |frame| {
                 self.ok_of::<Done>("auth", frame)?;
                 answered = true;
-                Ok(false)
+                Ok(Flow::Last)
             })
             .map_err(broke)?;
             if !answered {
@@ -269,12 +280,14 @@ impl Client {
     }
 
     /// Sends `op` with `args`; then `on_frame` gets each reply frame's payload
-    /// until it returns `false` (the last frame of the answer).
+    /// until it returns [`Flow::Last`] (the last frame of the answer) or
+    /// [`Flow::Abandon`] (the rest is not wanted: the connection is dropped
+    /// rather than the rest read, and the next call opens a new one).
     fn exchange<A: Serialize>(
         &self,
         op: &str,
         args: &A,
-        mut on_frame: impl FnMut(&[u8]) -> Result<bool>,
+        mut on_frame: impl FnMut(&[u8]) -> Result<Flow>,
     ) -> Result<()> {
         let me = std::thread::current().id();
         if *self.inner.holder.lock().unwrap_or_else(|p| p.into_inner()) == Some(me) {
@@ -308,6 +321,9 @@ impl Client {
         let result = self.exchange_on(&mut conn, id, op, args, &mut on_frame);
         conn.last_used = Instant::now();
         match &result {
+            Ok(Flow::Abandon) => {
+                conn.broken = Some(format!("the rest of the answer to {op:?} was not read"));
+            }
             Err(Error::Connection { reason, .. }) => conn.broken = Some(reason.clone()),
             // The server closes the connection after these.
             Err(Error::Server { kind, message })
@@ -325,7 +341,7 @@ impl Client {
             }
             _ => {}
         }
-        result
+        result.map(|_| ())
     }
 
     fn exchange_on<A: Serialize>(
@@ -334,8 +350,8 @@ impl Client {
         id: u64,
         op: &str,
         args: &A,
-        on_frame: &mut impl FnMut(&[u8]) -> Result<bool>,
-    ) -> Result<()> {
+        on_frame: &mut impl FnMut(&[u8]) -> Result<Flow>,
+    ) -> Result<Flow> {
         let request = encode(&RequestOut { id, op, args }).map_err(|e| self.conn_err(e.to_string()))?;
         if let Err(e) = write_frame(&mut conn.writer, &request).and_then(|()| conn.writer.flush()) {
             // The server may have refused the request (frame_too_large) and
@@ -385,8 +401,9 @@ impl Client {
             if head.id != id {
                 return Err(self.conn_err(format!("answer for request {} while waiting for {id}", head.id)));
             }
-            if !on_frame(&frame)? {
-                return Ok(());
+            match on_frame(&frame)? {
+                Flow::More => {}
+                done => return Ok(done),
             }
         }
     }
@@ -411,7 +428,7 @@ impl Client {
         let mut out = None;
         self.exchange(op, args, |frame| {
             out = Some(self.ok_of::<R>(op, frame)?);
-            Ok(false)
+            Ok(Flow::Last)
         })?;
         out.ok_or_else(|| self.conn_err(format!("no answer to {op:?}")))
     }

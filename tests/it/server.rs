@@ -1238,6 +1238,84 @@ fn a_broken_connection_is_replaced_on_the_next_call() {
     assert_eq!(coll.get(1).unwrap(), kept);
 }
 
+/// An error from a `for_each` callback is the call's error, the callback is
+/// not called again, and the call does not wait for the rest of the answer:
+/// here a proxy holds back every frame after the first, and the call
+/// returns anyway (reading the rest would wait out the 5 s timeout). The
+/// client's next call works, on a new connection.
+#[test]
+fn a_failed_for_each_callback_stops_the_find_and_the_client_goes_on() {
+    let db = Db::memory();
+    let coll = db.create_collection(CollectionConfig::new("c")).unwrap();
+    let pad = "x".repeat(10_000);
+    // About 8 MB: several frames of `FIND_BATCH_BYTES`.
+    coll.insert_many((0..800i64).map(|i| doc! { "_id": i, "pad": pad.as_str() }))
+        .unwrap();
+    assert!(800 * pad.len() > 4 * protocol::FIND_BATCH_BYTES);
+    let server = serve(&db);
+    let upstream = server.local_addr();
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = proxy.local_addr().unwrap().to_string();
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let stopped = Arc::new(std::sync::Mutex::new(stopped));
+    std::thread::spawn(move || {
+        for client in proxy.incoming() {
+            let (mut client, stopped) = (client.unwrap(), Arc::clone(&stopped));
+            let mut up = TcpStream::connect(upstream).unwrap();
+            let (mut up_w, mut client_r) = (up.try_clone().unwrap(), client.try_clone().unwrap());
+            std::thread::spawn(move || std::io::copy(&mut client_r, &mut up_w));
+            std::thread::spawn(move || {
+                let mut big = 0;
+                while let Ok(Some(frame)) = protocol::read_frame(&mut up, 64 << 20) {
+                    if frame.len() > 100_000 {
+                        big += 1;
+                        if big > 1 {
+                            // Held back until the test ends.
+                            let _ = stopped.lock().unwrap().recv();
+                            return;
+                        }
+                    }
+                    if protocol::write_frame(&mut client, &frame)
+                        .and_then(|()| client.flush())
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let client = Client::builder(addr)
+        .io_timeout(Some(std::time::Duration::from_secs(5)))
+        .connect()
+        .unwrap();
+    let remote = client.collection("c").unwrap();
+    let mut calls = 0;
+    let start = std::time::Instant::now();
+    let err = remote
+        .find(doc! {})
+        .for_each(|d| {
+            calls += 1;
+            if d.get_i64("_id") == Ok(3) {
+                return Err(slate::Error::Server {
+                    kind: ErrorKind::BadRequest,
+                    message: "stop here".into(),
+                });
+            }
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("stop here"), "{err}");
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(calls, 4, "no call after the failing one");
+    assert_eq!(remote.count(doc! {}).unwrap(), 800, "the client still works");
+    drop(stop);
+}
+
 /// A call made from inside a `for_each` callback on the same client is
 /// refused at once (it would wait on its own connection), and the find
 /// goes on; a call from another client works.
