@@ -76,7 +76,8 @@ pub fn read_vectors(path: &Path, dim: Option<(usize, &str)>) -> Result<Vectors, 
         Ok(Vectors { dim: file_dim, rows })
     } else {
         let (dim, _) = dim.ok_or_else(|| bad("raw f32 vectors need --dim".into()))?;
-        if dim == 0 || bytes.len() % (4 * dim) != 0 {
+        let row_bytes = dim.checked_mul(4).filter(|&b| b > 0);
+        if row_bytes.is_none_or(|b| !bytes.len().is_multiple_of(b)) {
             return Err(bad(format!(
                 "{} bytes is not a whole number of rows of {dim} f32",
                 bytes.len()
@@ -118,9 +119,18 @@ pub struct LoadSpec {
     pub quiet: bool,
 }
 
-/// Loads documents in one transaction: a bad line or a bad document leaves
-/// the database as it was.
-pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
+/// A load read and checked, not yet written.
+pub struct Parsed {
+    start: Instant,
+    docs: Vec<Document>,
+    /// The file line of each document (blank lines are skipped), for messages.
+    lines: Vec<usize>,
+    vectors: Option<Vectors>,
+}
+
+/// Reads and parses the load's files, touching no database: bad flags, a
+/// bad file or a bad line fail here.
+pub fn read(spec: &LoadSpec) -> Result<Parsed, CliError> {
     let start = Instant::now();
     if spec.vectors.is_some() != spec.vector_field.is_some() {
         return Err(CliError::Usage("--vectors and --vector-field go together".into()));
@@ -132,7 +142,6 @@ pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
     };
     // Read and parse every document first: nothing is written for a bad file.
     let mut docs: Vec<Document> = Vec::new();
-    // The file line of each document (blank lines are skipped), for messages.
     let mut lines: Vec<usize> = Vec::new();
     match (&spec.docs, &vectors) {
         (Some(path), _) => {
@@ -196,55 +205,96 @@ pub fn load(db: &Db, spec: &LoadSpec) -> Result<(), CliError> {
             );
         }
     }
-    let existing = db.list_collections()?.contains(&spec.collection);
+    Ok(Parsed {
+        start,
+        docs,
+        lines,
+        vectors,
+    })
+}
+
+/// The configuration the collection will have once `parsed` is written:
+/// its own when it exists, else the one the load creates.
+pub fn config_after(db: &Db, spec: &LoadSpec, parsed: &Parsed) -> Result<CollectionConfig, CliError> {
+    if db.list_collections()?.contains(&spec.collection) {
+        let mut have = db.collection(&spec.collection)?.config()?;
+        for ix in &spec.indexes {
+            if !have.indexes.contains(ix) {
+                have = have.index(ix.clone());
+            }
+        }
+        return Ok(have);
+    }
     let mut config = CollectionConfig::new(&spec.collection);
-    if let (Some(field), Some(v)) = (&spec.vector_field, &vectors) {
+    if let (Some(field), Some(v)) = (&spec.vector_field, &parsed.vectors) {
         config = config.vector_field_config(
             VectorField::new(field.clone(), v.dim, spec.metric.unwrap_or(Metric::L2)).with_codes(spec.codes),
         );
     }
+    for ix in &spec.indexes {
+        config = config.index(ix.clone());
+    }
+    Ok(config)
+}
+
+/// Refuses a load into an existing collection whose vector field differs
+/// from what the load says: before anything is written.
+pub fn check_against(db: &Db, spec: &LoadSpec, parsed: &Parsed) -> Result<(), CliError> {
+    if !db.list_collections()?.contains(&spec.collection) {
+        return Ok(());
+    }
+    let have = db.collection(&spec.collection)?.config()?;
+    let vectors = &parsed.vectors;
+    if let Some(field) = &spec.vector_field {
+        let Some(vf) = have.vector_field(field) else {
+            return Err(CliError::Usage(format!(
+                "collection {:?} exists without vector field {field:?}",
+                spec.collection
+            )));
+        };
+        // Vectors of another size: said so up front, not as the first
+        // document's failure.
+        if let Some(v) = vectors.as_ref().filter(|v| v.dim != vf.dim) {
+            return Err(CliError::Usage(format!(
+                "collection {:?} holds {}-dimensional vectors in {field:?}; these are {}-dimensional",
+                spec.collection, vf.dim, v.dim
+            )));
+        }
+        // Settings fixed when the field was created: a load that asks
+        // for others is refused rather than silently given the field's.
+        if let Some(metric) = spec.metric.filter(|&m| m != vf.metric) {
+            return Err(CliError::Usage(format!(
+                    "collection {:?} compares {field:?} by {}, not {metric} (--metric is set when a collection is created)",
+                    spec.collection, vf.metric
+                )));
+        }
+        if spec.codes && !vf.codes {
+            return Err(CliError::Usage(format!(
+                    "collection {:?} keeps no codes for {field:?} (--vector-codes is set when a collection is created)",
+                    spec.collection
+                )));
+        }
+    }
+    Ok(())
+}
+
+/// Writes a load in one transaction (creating the collection when it is
+/// new): a document refused leaves the database as it was.
+pub fn write(db: &Db, spec: &LoadSpec, parsed: Parsed) -> Result<(), CliError> {
+    let existing = db.list_collections()?.contains(&spec.collection);
+    let config = config_after(db, spec, &parsed)?;
+    let Parsed {
+        start, docs, lines, ..
+    } = parsed;
     let n = docs.len();
     let bar = progress(n as u64, spec.quiet, "inserting");
     let mut txn = db.begin()?;
     if !existing {
         drop(txn);
-        for ix in &spec.indexes {
-            config = config.index(ix.clone());
-        }
         db.create_collection(config)?;
         txn = db.begin()?;
     } else {
         let have = db.collection(&spec.collection)?.config()?;
-        if let Some(field) = &spec.vector_field {
-            let Some(vf) = have.vector_field(field) else {
-                return Err(CliError::Usage(format!(
-                    "collection {:?} exists without vector field {field:?}",
-                    spec.collection
-                )));
-            };
-            // Vectors of another size: said so up front, not as the first
-            // document's failure.
-            if let Some(v) = vectors.as_ref().filter(|v| v.dim != vf.dim) {
-                return Err(CliError::Usage(format!(
-                    "collection {:?} holds {}-dimensional vectors in {field:?}; these are {}-dimensional",
-                    spec.collection, vf.dim, v.dim
-                )));
-            }
-            // Settings fixed when the field was created: a load that asks
-            // for others is refused rather than silently given the field's.
-            if let Some(metric) = spec.metric.filter(|&m| m != vf.metric) {
-                return Err(CliError::Usage(format!(
-                    "collection {:?} compares {field:?} by {}, not {metric} (--metric is set when a collection is created)",
-                    spec.collection, vf.metric
-                )));
-            }
-            if spec.codes && !vf.codes {
-                return Err(CliError::Usage(format!(
-                    "collection {:?} keeps no codes for {field:?} (--vector-codes is set when a collection is created)",
-                    spec.collection
-                )));
-            }
-        }
         for ix in &spec.indexes {
             if !have.indexes.contains(ix) {
                 txn.create_index(&spec.collection, ix)?;

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
-use slate::{Client, Db, Metric, Server, ServerConfig};
+use slate::{Client, CollectionConfig, Db, Metric, Server, ServerConfig};
 
 /// What can go wrong on the command line; each maps to an exit code.
 #[derive(Debug, thiserror::Error)]
@@ -335,21 +335,71 @@ fn load_spec(collection: &str, docs: Option<PathBuf>, extra: &LoadExtra) -> Resu
     })
 }
 
-/// Opens the target and runs the preload, if any.
-fn prepare(target: &Target, preload: &Preload) -> Result<Db, CliError> {
+/// Opens the target and runs the preload, if any. `check` judges the
+/// collection as it will be after the load (the query's partitions, a
+/// search's field and query vectors) before the load writes anything.
+fn prepare(
+    target: &Target,
+    preload: &Preload,
+    check: impl FnOnce(&CollectionConfig) -> Result<(), CliError>,
+) -> Result<Db, CliError> {
     let loads = preload.load.is_some() || preload.extra.vectors.is_some();
-    let db = open(target, loads)?;
-    if loads {
-        load::load(
-            &db,
-            &load_spec(&target.collection, preload.load.clone(), &preload.extra)?,
-        )?;
-    } else if target.memory {
-        return Err(CliError::Usage(
-            "--memory starts empty: give --load FILE.jsonl".into(),
-        ));
+    if !loads {
+        if target.memory {
+            return Err(CliError::Usage(
+                "--memory starts empty: give --load FILE.jsonl".into(),
+            ));
+        }
+        return open(target, false);
     }
-    Ok(db)
+    let spec = load_spec(&target.collection, preload.load.clone(), &preload.extra)?;
+    load_checked(target, &spec, check)
+}
+
+/// Reads a load's files (a bad one fails before any database is opened),
+/// opens the target, then checks and writes the load. A database directory
+/// this created is removed again when the load is refused.
+fn load_checked(
+    target: &Target,
+    spec: &load::LoadSpec,
+    check: impl FnOnce(&CollectionConfig) -> Result<(), CliError>,
+) -> Result<Db, CliError> {
+    let parsed = load::read(spec)?;
+    let created = target.db.as_ref().filter(|dir| !target.memory && !dir.exists());
+    let db = open(target, true)?;
+    let outcome = load::check_against(&db, spec, &parsed)
+        .and_then(|()| check(&load::config_after(&db, spec, &parsed)?))
+        .and_then(|()| load::write(&db, spec, parsed));
+    match (outcome, created) {
+        (Ok(()), _) => Ok(db),
+        (Err(e), Some(dir)) => {
+            drop(db);
+            // Best effort: the error is the refusal, not the clean-up.
+            let _ = std::fs::remove_dir_all(dir);
+            Err(e)
+        }
+        (Err(e), None) => Err(e),
+    }
+}
+
+/// Refuses partition values the collection would refuse: values for one
+/// that is not partitioned, none for one that is, values that cannot be
+/// partition keys.
+fn check_partitions(config: &CollectionConfig, partitions: &[String]) -> Result<(), CliError> {
+    let values = partition_values(partitions)?;
+    let refuse = |reason: String| -> CliError { slate::core::Error::InvalidPartition { reason }.into() };
+    match (&config.partition_key, values.is_empty()) {
+        (None, true) => Ok(()),
+        (None, false) => Err(refuse(format!("collection {:?} is not partitioned", config.name))),
+        (Some(key), true) => Err(refuse(format!(
+            "collection {:?} is partitioned by {key:?}: name a partition",
+            config.name
+        ))),
+        (Some(_), false) => values.iter().try_for_each(|v| {
+            slate::core::Part::of(v)?;
+            Ok(())
+        }),
+    }
 }
 
 /// Refuses, before anything is opened or loaded, the input that needs no
@@ -435,16 +485,22 @@ fn find_remote(coll: &slate::RemoteCollection, args: &FindArgs) -> Result<(), Cl
     if args.explain {
         writeln!(out, "{}", query.explain()?).map_err(stdout_err)?;
     } else {
+        // A failed print (stdout closed by `| head`) stops the download too.
         let mut failed = None;
-        query.for_each(|doc| {
-            if failed.is_none() {
-                failed = print_doc(&mut out, doc).err();
-            }
-            Ok(())
-        })?;
+        let found = query.for_each(|doc| {
+            print_doc(&mut out, doc).map_err(|e| {
+                let stop = slate::Error::Connection {
+                    addr: STDOUT.into(),
+                    reason: e.to_string(),
+                };
+                failed = Some(e);
+                stop
+            })
+        });
         if let Some(e) = failed {
             return Err(e);
         }
+        found?;
     }
     out.flush().map_err(stdout_err)
 }
@@ -454,7 +510,9 @@ fn find(args: FindArgs) -> Result<(), CliError> {
         return find_remote(&coll, &args);
     }
     precheck(&args.filter, &args.sort, &args.partitions, &args.project)?;
-    let db = prepare(&args.target, &args.preload)?;
+    let db = prepare(&args.target, &args.preload, |config| {
+        check_partitions(config, &args.partitions)
+    })?;
     let coll = collection(&db, &args.target, &args.partitions)?;
     let mut query = coll.find(parse_filter(&args.filter)?);
     for s in &args.sort {
@@ -486,7 +544,9 @@ fn count(args: CountArgs) -> Result<(), CliError> {
         Some(coll) => coll.count(parse_filter(&args.filter)?)?,
         None => {
             precheck(&args.filter, &[], &args.partitions, &None)?;
-            let db = prepare(&args.target, &args.preload)?;
+            let db = prepare(&args.target, &args.preload, |config| {
+                check_partitions(config, &args.partitions)
+            })?;
             let coll = collection(&db, &args.target, &args.partitions)?;
             coll.count(parse_filter(&args.filter)?)?
         }
@@ -498,14 +558,12 @@ fn count(args: CountArgs) -> Result<(), CliError> {
         .map_err(stdout_err)
 }
 
+/// `--project`'s comma-separated paths, trimmed. An empty one stays, for
+/// the projection check to name (`--project ""` or `a,,b` is a mistake,
+/// not a request for `_id` alone).
 fn split_fields(p: &Option<String>) -> Option<Vec<String>> {
-    p.as_ref().map(|p| {
-        p.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect()
-    })
+    p.as_ref()
+        .map(|p| p.split(',').map(str::trim).map(str::to_owned).collect())
 }
 
 fn search_cmd(args: SearchArgs) -> Result<(), CliError> {
@@ -523,11 +581,6 @@ fn search_cmd(args: SearchArgs) -> Result<(), CliError> {
     }
     std::fs::metadata(&args.queries).map_err(|e| CliError::io(&args.queries, e))?;
     precheck(&args.filter, &[], &args.partitions, &args.project)?;
-    let remote = remote(&args.target, &args.preload, &args.partitions)?;
-    let db = match remote {
-        Some(_) => None,
-        None => Some(prepare(&args.target, &args.preload)?),
-    };
     let run = search::SearchRun {
         field: args.field,
         queries: args.queries,
@@ -538,6 +591,14 @@ fn search_cmd(args: SearchArgs) -> Result<(), CliError> {
         batch: args.batch,
         strategy,
         explain: args.explain,
+    };
+    let remote = remote(&args.target, &args.preload, &args.partitions)?;
+    let db = match remote {
+        Some(_) => None,
+        None => Some(prepare(&args.target, &args.preload, |config| {
+            check_partitions(config, &args.partitions)?;
+            search::queries_for(config, &run).map(drop)
+        })?),
     };
     match (remote, db) {
         (Some(coll), _) => search::run(&coll, &run),
@@ -588,14 +649,21 @@ fn serve(args: ServeArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+fn load_cmd(args: &LoadArgs) -> Result<(), CliError> {
+    if args.target.memory {
+        return Err(CliError::Usage(
+            "slate load --memory would keep nothing: give --db DIR, or load with find/count/search --memory --load FILE".into(),
+        ));
+    }
+    let spec = load_spec(&args.target.collection, args.docs.clone(), &args.extra)?;
+    load_checked(&args.target, &spec, |_| Ok(())).map(drop)
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn run() -> i32 {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Load(args) => open(&args.target, true).and_then(|db| {
-            let spec = load_spec(&args.target.collection, args.docs.clone(), &args.extra)?;
-            load::load(&db, &spec)
-        }),
+        Command::Load(args) => load_cmd(&args),
         Command::Find(args) => find(args),
         Command::Count(args) => count(args),
         Command::Search(args) => search_cmd(args),

@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use slate::{Collection, CollectionConfig, RemoteCollection, SearchHit, Strategy};
 
-use super::load::read_vectors;
+use super::load::{read_vectors, Vectors};
 use super::CliError;
 
 /// Options of one `slate search` run.
@@ -106,8 +106,10 @@ impl Searchable for RemoteCollection {
     }
 }
 
-pub fn run(coll: &impl Searchable, run: &SearchRun) -> Result<(), CliError> {
-    let config = coll.config()?;
+/// The run's query vectors, read and checked against the collection
+/// `config` describes: its field must exist, and every query must have its
+/// dimension and finite, bounded components.
+pub fn queries_for(config: &CollectionConfig, run: &SearchRun) -> Result<Vectors, CliError> {
     let field = config.vector_field(&run.field).ok_or_else(|| {
         CliError::Usage(format!(
             "collection {:?} has no vector field {:?}",
@@ -128,6 +130,12 @@ pub fn run(coll: &impl Searchable, run: &SearchRun) -> Result<(), CliError> {
         slate::vector::check_vector(queries.row(i), field.dim)
             .map_err(|e| CliError::Input(format!("{} query {i}: {e}", run.queries.display())))?;
     }
+    Ok(queries)
+}
+
+pub fn run(coll: &impl Searchable, run: &SearchRun) -> Result<(), CliError> {
+    let queries = queries_for(&coll.config()?, run)?;
+    let n = queries.len();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let write_err = super::stdout_err;

@@ -378,8 +378,10 @@ fn a_document_that_cannot_be_inserted_names_its_line() {
     let err = fails(&["load", "--db", s(&db), "--collection", "d", "--docs", s(&file)]);
     assert!(err.contains("duplicate _id 1"), "{err}");
     assert!(err.contains("line 9"), "names the line of the document: {err}");
+    // Not even the database directory the load would have created is left.
     let err = fails(&["count", "--db", s(&db), "--collection", "d"]);
-    assert!(err.contains("unknown collection"), "{err}");
+    assert!(err.contains("no database here"), "{err}");
+    assert!(!db.exists());
 }
 
 #[test]
@@ -590,6 +592,8 @@ fn bad_query_input_prints_and_writes_nothing() {
     let queries = dir.path().join("q.f32");
     f32_file(&queries, &[[0.0, 0.0]]);
     let missing = dir.path().join("missing.f32");
+    let nan = dir.path().join("nan.f32");
+    f32_file(&nan, &[[0.0, 0.0], [f32::NAN, 1.0]]);
     for (command, names) in [
         (vec!["find", "--filter", bad_filter], "$foo"),
         (vec!["find", "--sort", "a:sideways"], "sideways"),
@@ -613,6 +617,46 @@ fn bad_query_input_prints_and_writes_nothing() {
         (
             vec!["search", "--field", "v", "--queries", s(&missing)],
             "missing.f32",
+        ),
+        // Refused by the collection the load would make (not partitioned),
+        // before the load writes it.
+        (vec!["find", "--partition", "\"t1\""], "is not partitioned"),
+        (vec!["count", "--partition", "\"t1\""], "is not partitioned"),
+        (vec!["find", "--project", ""], "project"),
+        (vec!["find", "--project", "a,,b"], "project"),
+        // The field and the query vectors are judged against the collection
+        // the load makes.
+        (
+            vec![
+                "search",
+                "--field",
+                "w",
+                "--queries",
+                s(&queries),
+                "--vectors",
+                s(&vectors),
+                "--vector-field",
+                "v",
+                "--dim",
+                "2",
+            ],
+            "no vector field \"w\"",
+        ),
+        (
+            vec![
+                "search",
+                "--field",
+                "v",
+                "--queries",
+                s(&nan),
+                "--vectors",
+                s(&vectors),
+                "--vector-field",
+                "v",
+                "--dim",
+                "2",
+            ],
+            "query 1",
         ),
     ] {
         let mut args = command.clone();
@@ -709,6 +753,53 @@ fn bad_query_input_prints_and_writes_nothing() {
     f32_file(&queries, &[[-1e20, 0.0]]);
     let err = fails(&search(&db, &queries, &["--k", "1"]));
     assert!(err.contains("query 0") && err.contains("would overflow"), "{err}");
+
+    // Into an existing database: a refused query leaves its collection
+    // unwritten (the database stays, as it was).
+    let err = fails(&[
+        "find",
+        "--db",
+        s(&db),
+        "--collection",
+        "p",
+        "--load",
+        s(&docs),
+        "--quiet",
+        "--partition",
+        "\"t1\"",
+    ]);
+    assert!(err.contains("is not partitioned"), "{err}");
+    let err = fails(&["count", "--db", s(&db), "--collection", "p"]);
+    assert!(err.contains("unknown collection"), "{err}");
+    // A dimension whose row size overflows is a bad input, not a panic.
+    let out = run(&[
+        "load",
+        "--db",
+        s(&db),
+        "--collection",
+        "d",
+        "--docs",
+        s(&docs),
+        "--vectors",
+        s(&vectors),
+        "--vector-field",
+        "v",
+        "--dim",
+        "4611686018427387904",
+        "--quiet",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not a whole number of rows"), "{err}");
+    // `load --memory` would load into nothing that outlives it.
+    let out = run(&["load", "--memory", "--collection", "m", "--docs", s(&docs)]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("would keep nothing"));
 }
 
 #[test]
