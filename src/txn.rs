@@ -130,7 +130,7 @@ impl<'db> Transaction<'db> {
             drop(raw);
             drop(read);
             let new = update.apply(&old)?;
-            if new != old {
+            if !same_bits(&new, &old) {
                 staged.extend(self.inner.stage_replace(collection, key, new)?);
             }
         }
@@ -202,4 +202,29 @@ impl<'db> Transaction<'db> {
 
     /// Discards every write (the same as dropping the transaction).
     pub fn rollback(self) {}
+}
+
+/// Whether two documents are the same bytes once stored: their fields in
+/// the same order, doubles compared bit for bit. (`Document`'s `==` takes
+/// -0.0 for 0.0, so setting one over the other wrote nothing and lost the
+/// sign, and a NaN anywhere made every update a modification.)
+fn same_bits(a: &Document, b: &Document) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|((ka, va), (kb, vb))| ka == kb && same_value(va, vb))
+}
+
+fn same_value(a: &Bson, b: &Bson) -> bool {
+    match (a, b) {
+        (Bson::Double(x), Bson::Double(y)) => x.to_bits() == y.to_bits(),
+        (Bson::Document(x), Bson::Document(y)) => same_bits(x, y),
+        (Bson::Array(x), Bson::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y))
+        }
+        (Bson::JavaScriptCodeWithScope(x), Bson::JavaScriptCodeWithScope(y)) => {
+            x.code == y.code && same_bits(&x.scope, &y.scope)
+        }
+        _ => a == b,
+    }
 }

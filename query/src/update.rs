@@ -156,6 +156,10 @@ impl Update {
             }
             seen.insert(a, ());
         }
+        // Applied in path order, as MongoDB (5.0 on) applies them: the
+        // fields an update adds land in that order, whatever order the
+        // update document named them in.
+        actions.sort_by(|a, b| path_order(&a.0, &b.0));
         Ok(Self { actions })
     }
 
@@ -179,6 +183,35 @@ impl Update {
     /// update (MongoDB's upsert): `seed` holds the filter's equality values.
     pub fn apply_to_seed(&self, seed: Document) -> Result<Document, UpdateError> {
         self.apply(&seed)
+    }
+}
+
+/// The order MongoDB applies an update's paths in: component by component,
+/// names made of digits by their numbers (`a.2` before `a.10`), others by
+/// their bytes.
+fn path_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let numeric = |c: &str| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit());
+    let number = |c: &'_ str| c.trim_start_matches('0').len();
+    let mut left = a.split('.');
+    let mut right = b.split('.');
+    loop {
+        match (left.next(), right.next()) {
+            (None, None) => return std::cmp::Ordering::Equal,
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some(x), Some(y)) => {
+                let order = if numeric(x) && numeric(y) {
+                    // Longer (leading zeros aside) is larger; then digit by digit.
+                    let (tx, ty) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+                    number(x).cmp(&number(y)).then_with(|| tx.cmp(ty))
+                } else {
+                    x.cmp(y)
+                };
+                if order.is_ne() {
+                    return order;
+                }
+            }
+        }
     }
 }
 
@@ -558,10 +591,14 @@ fn collect_equalities<'f>(filter: &'f Document, out: &mut Vec<(&'f str, &'f Bson
         if k.starts_with('$') {
             continue;
         }
+        // Read as the filter parser reads it: a document of operators
+        // gives its `$eq` (whatever else it holds: MongoDB takes the
+        // equality out of the conjunction); any other value, a DBRef
+        // (`{$ref, $id}`) included, is the equality itself.
         let value = match v {
-            Bson::Document(d) if d.keys().any(|x| x.starts_with('$')) => match d.get("$eq") {
-                Some(eq) if d.len() == 1 => eq,
-                _ => continue,
+            Bson::Document(d) if crate::filter::is_operator_document(d) => match d.get("$eq") {
+                Some(eq) => eq,
+                None => continue,
             },
             other => other,
         };
@@ -579,6 +616,19 @@ mod tests {
             Err(e) => panic!("{filter}: {e}"),
             Ok(_) => None,
         }
+    }
+
+    #[test]
+    fn an_update_adds_fields_in_path_order_numbers_by_value() {
+        let update = Update::parse(&doc! { "$set": { "m.y": 1, "m.x": 2 }, "$inc": { "b": 1 } }).unwrap();
+        let out = update.apply(&doc! { "_id": 1, "m": {} }).unwrap();
+        assert_eq!(out, doc! { "_id": 1, "b": 1, "m": { "x": 2, "y": 1 } });
+        let update = Update::parse(&doc! { "$set": { "a.10": 10, "a.2": 2, "a.b": 0 } }).unwrap();
+        let out = update.apply(&doc! { "a": {} }).unwrap();
+        assert_eq!(out, doc! { "a": { "2": 2, "10": 10, "b": 0 } });
+        let mut paths = vec!["b", "a.10", "a.09", "a.2", "a", "ab", "a.b"];
+        paths.sort_by(|a, b| path_order(a, b));
+        assert_eq!(paths, ["a", "a.2", "a.09", "a.10", "a.b", "ab", "b"]);
     }
 
     #[test]

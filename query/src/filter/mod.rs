@@ -31,6 +31,7 @@ mod bounds;
 mod error;
 mod eval;
 mod parse;
+pub(crate) use parse::is_operator_document;
 #[cfg(test)]
 mod tests;
 

@@ -240,7 +240,9 @@ fn size(operand: &Bson) -> Option<u64> {
     }
 }
 
-fn is_operator_document(d: &Document) -> bool {
+/// Whether a field's value is a document of operators (its first key an
+/// operator), not a literal document to compare with.
+pub(crate) fn is_operator_document(d: &Document) -> bool {
     d.keys()
         .next()
         .is_some_and(|k| k.starts_with('$') && !is_dbref_field(k))
