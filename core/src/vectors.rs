@@ -287,7 +287,8 @@ pub fn f32s_from_le(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// Removes the vector at `vf.field` from `doc` and checks it: an array of
-/// numbers or a binary of little-endian f32, `dim` long, every value finite.
+/// numbers, a BSON vector (binary subtype 9) or a binary of little-endian
+/// f32 (subtype 0 or user-defined), `dim` long, every value finite.
 /// `Ok(None)` when the field is absent or null.
 pub(crate) fn extract_vector(
     doc: &mut Document,
@@ -300,7 +301,7 @@ pub(crate) fn extract_vector(
     match v {
         None => Ok(None),
         Some(v) => {
-            slate_vector::check_vector(&v, vf.dim).map_err(|e| e.to_string())?;
+            slate_vector::check_vector_for(&v, vf.dim, vf.metric).map_err(|e| e.to_string())?;
             Ok(Some(v))
         }
     }
@@ -323,7 +324,7 @@ pub fn bson_to_vector(value: &Bson) -> std::result::Result<Option<Vec<f32>>, Str
             .map(Some),
         Bson::Binary(b) => binary_to_vector(b).map(Some),
         other => Err(format!(
-            "{:?} is neither an array of numbers nor a binary of f32",
+            "{:?} is neither an array of numbers nor a binary vector (subtype 9, or f32 under subtype 0)",
             other.element_type()
         )),
     }

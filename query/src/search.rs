@@ -832,7 +832,7 @@ pub fn search(
     if spec.k == 0 {
         return Err(slate_vector::Error::ZeroK.into());
     }
-    slate_vector::check_vector(&spec.query, view.dim())
+    slate_vector::check_vector_for(&spec.query, view.dim(), view.metric())
         .map_err(|source| slate_vector::Error::InvalidQuery { index: 0, source })?;
     let partitioned = read.config().partition_key.is_some();
     let checker = Checker {
@@ -1277,7 +1277,7 @@ pub fn search_batch(
         // need a per-row check: run the queries one by one (checked first,
         // each error naming its own query).
         let dim = view.dim();
-        slate_vector::check_batch(queries, dim)?;
+        slate_vector::check_batch(queries, dim, view.metric())?;
         return queries
             .chunks_exact(dim)
             .map(|q| {
@@ -1294,7 +1294,7 @@ pub fn search_batch(
             .collect();
     }
     if parts.is_empty() {
-        slate_vector::check_batch(queries, view.dim())?;
+        slate_vector::check_batch(queries, view.dim(), view.metric())?;
         if k == 0 {
             return Err(slate_vector::Error::ZeroK.into());
         }

@@ -39,14 +39,6 @@ fn hit_json(hit: &SearchHit) -> Value {
     Value::Object(obj)
 }
 
-fn effective_threads(threads: usize) -> usize {
-    if threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        threads
-    }
-}
-
 /// What `slate search` needs of a collection: the embedded one or a server's.
 pub trait Searchable {
     fn config(&self) -> slate::Result<CollectionConfig>;
@@ -127,7 +119,7 @@ pub fn queries_for(config: &CollectionConfig, run: &SearchRun) -> Result<Vectors
     // Every query is checked before the first answer is printed: a bad
     // row refuses the run, named by its row, with nothing on stdout.
     for i in 0..n {
-        slate::vector::check_vector(queries.row(i), field.dim)
+        slate::vector::check_vector_for(queries.row(i), field.dim, field.metric)
             .map_err(|e| CliError::Input(format!("{} query {i}: {e}", run.queries.display())))?;
     }
     Ok(queries)
@@ -163,7 +155,8 @@ pub fn run(coll: &impl Searchable, run: &SearchRun) -> Result<(), CliError> {
     let summary = json!({ "summary": {
         "queries": n,
         "qps": n as f64 / secs.max(1e-9),
-        "threads": effective_threads(run.threads),
+        // What the searches ran on (a request beyond the cores gets the cores).
+        "threads": slate::vector::effective_threads(run.threads),
     }});
     writeln!(out, "{summary}").map_err(write_err)?;
     out.flush().map_err(write_err)

@@ -265,17 +265,20 @@ fn search_batch(db: &Db, a: SearchBatchArgs) -> Outcome<SearchBatchReply> {
     let strategy = strategy(&a.strategy)?;
     let threads = threads(a.threads);
     let config = coll.config().map_err(slate)?;
-    let dim = config.vector_field(&a.field).map(|f| f.dim).ok_or_else(|| {
-        slate(
-            slate_core::Error::UnknownVectorField {
-                collection: config.name.clone(),
-                field: a.field.clone(),
-            }
-            .into(),
-        )
-    })?;
+    let (dim, metric) = config
+        .vector_field(&a.field)
+        .map(|f| (f.dim, f.metric))
+        .ok_or_else(|| {
+            slate(
+                slate_core::Error::UnknownVectorField {
+                    collection: config.name.clone(),
+                    field: a.field.clone(),
+                }
+                .into(),
+            )
+        })?;
     // Every query checked (each error naming its own) before any runs.
-    slate_vector::check_batch(&vectors, dim)
+    slate_vector::check_batch(&vectors, dim, metric)
         .map_err(|e| slate(crate::Error::Query(slate_query::Error::Vector(e))))?;
     let queries = (vectors.len() / dim) as u64;
     if queries.saturating_mul(k as u64) > MAX_BATCH_HITS {

@@ -84,7 +84,7 @@ impl<'v> Worker<'v> {
 /// Checks a batch of queries (`n × dim` floats, row-major) before any
 /// runs: a length that is not whole queries is `BatchShape`, and a query of
 /// the wrong dimension or not finite is `InvalidQuery` with its own index.
-pub fn check_batch(queries: &[f32], dim: usize) -> Result<()> {
+pub fn check_batch(queries: &[f32], dim: usize, metric: crate::Metric) -> Result<()> {
     if dim == 0 || !queries.len().is_multiple_of(dim) {
         return Err(Error::BatchShape {
             len: queries.len(),
@@ -92,7 +92,8 @@ pub fn check_batch(queries: &[f32], dim: usize) -> Result<()> {
         });
     }
     for (index, query) in queries.chunks_exact(dim).enumerate() {
-        crate::check_vector(query, dim).map_err(|source| Error::InvalidQuery { index, source })?;
+        crate::check_vector_for(query, dim, metric)
+            .map_err(|source| Error::InvalidQuery { index, source })?;
     }
     Ok(())
 }
@@ -113,7 +114,7 @@ impl CacheView {
         threads: usize,
     ) -> Result<Vec<Vec<Hit>>> {
         let dim = self.dim();
-        check_batch(queries, dim)?;
+        check_batch(queries, dim, self.metric())?;
         let k = NonZeroUsize::new(k).ok_or(Error::ZeroK)?;
         let vectors: Vec<&[f32]> = queries.chunks_exact(dim).collect();
         if vectors.is_empty() {

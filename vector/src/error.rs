@@ -33,6 +33,17 @@ pub enum VectorError {
         /// The largest magnitude a component of this dimension may have.
         limit: f32,
     },
+    /// Under cosine, a vector other than zero so short that f32 cannot
+    /// normalise it (its squared norm underflows): its distances would
+    /// not be exact.
+    #[error(
+        "its norm is {norm:e}: under cosine a vector must be zero or have a norm of at least 1e-14 \
+         (f32 cannot normalise a shorter one)"
+    )]
+    TooShort {
+        /// The vector's norm.
+        norm: f64,
+    },
 }
 
 /// Errors of `slate-vector`.

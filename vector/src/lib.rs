@@ -55,7 +55,9 @@ mod writer;
 pub use batch::check_batch;
 pub use cache::{CacheConfig, CompactionReport, VectorCache, MAX_DIM};
 pub use error::{Error, Result, VectorError};
-pub use metric::{check_vector, component_limit, distance, Metric};
+pub use metric::{
+    check_vector, check_vector_for, component_limit, distance, Metric, MIN_COSINE_SQUARED_NORM,
+};
 pub use pool::effective as effective_threads;
 pub use row::{RowId, RowMask};
 pub use search::{Hit, RowPredicate, SearchStats, PRUNE_MIN_ROWS, TASK_ROWS as SCAN_TASK_ROWS};

@@ -114,6 +114,26 @@ pub fn component_limit(dim: usize) -> f32 {
     (f64::from(f32::MAX) / (8.0 * dim.max(1) as f64)).sqrt() as f32
 }
 
+/// The smallest squared norm (summed in f64) a vector other than zero may
+/// have under cosine: 1e-28, a norm of 1e-14. Shorter, the squared norm
+/// simsimd sums in f32 underflows (or loses its precision in subnormals),
+/// and the distance it gives is 0 or off, where the f64 reference is not.
+pub const MIN_COSINE_SQUARED_NORM: f64 = 1e-28;
+
+/// [`check_vector`], and under cosine a vector that is zero or at least
+/// [`MIN_COSINE_SQUARED_NORM`] long: what a vector stored in, or searched
+/// for in, a field of `metric` must pass.
+pub fn check_vector_for(v: &[f32], dim: usize, metric: Metric) -> Result<(), VectorError> {
+    check_vector(v, dim)?;
+    if metric == Metric::Cosine {
+        let squared: f64 = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
+        if squared != 0.0 && squared < MIN_COSINE_SQUARED_NORM {
+            return Err(VectorError::TooShort { norm: squared.sqrt() });
+        }
+    }
+    Ok(())
+}
+
 /// Checks that `v` has `dim` components, all finite and within
 /// [`component_limit`].
 pub fn check_vector(v: &[f32], dim: usize) -> Result<(), VectorError> {

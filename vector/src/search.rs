@@ -11,7 +11,7 @@ use std::ops::{Add, Range};
 
 use crate::code::{Cap, Pruner, QueryCode};
 use crate::error::{Error, Result};
-use crate::metric::check_vector;
+use crate::metric::check_vector_for;
 use crate::row::{RowId, RowMask};
 use crate::topk::{Candidate, SharedBound, TopK};
 use crate::view::CacheView;
@@ -113,7 +113,8 @@ struct Filters<'p> {
 
 impl CacheView {
     pub(crate) fn check_query(&self, query: &[f32], index: usize) -> Result<()> {
-        check_vector(query, self.dim()).map_err(|source| Error::InvalidQuery { index, source })
+        check_vector_for(query, self.dim(), self.metric())
+            .map_err(|source| Error::InvalidQuery { index, source })
     }
 
     /// The k nearest visible rows to `query`, nearest first (ties: smaller id

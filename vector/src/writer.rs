@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::arena::UNSET;
 use crate::cache::{VectorCache, WritePermit, WriteState};
 use crate::error::{Error, Result};
-use crate::metric::{check_finite, check_vector};
+use crate::metric::{check_finite, check_vector_for};
 use crate::tags::RowTags;
 use crate::VectorError;
 
@@ -97,7 +97,7 @@ impl<'c> Writer<'c> {
     }
 
     fn stage(&mut self, id: &[u8], vector: &[f32], tags: Option<RowTags>) -> Result<()> {
-        check_vector(vector, self.cache.dim()).map_err(refuse(id))?;
+        check_vector_for(vector, self.cache.dim(), self.cache.metric()).map_err(refuse(id))?;
         let mut state = self.cache.lock_write();
         let row = match self.staged.get(id) {
             Some(&Staged::Row(row)) => {

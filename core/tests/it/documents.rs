@@ -252,6 +252,36 @@ fn vectors_are_validated_stored_apart_and_never_half_written() {
     }
 }
 
+/// Under cosine a vector too short for f32 to normalise is refused (its
+/// distances would not be exact); the zero vector is kept.
+#[test]
+fn cosine_fields_refuse_vectors_too_short_to_normalise() {
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("v").vector("emb", 2, Metric::Cosine))
+            .expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        let err = txn
+            .insert("v", doc! { "_id": 1, "emb": [-1e-23, 0.0] })
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidVector { .. }), "{err}");
+        assert!(err.to_string().contains("norm"), "{err}");
+        txn.insert("v", doc! { "_id": 2, "emb": [0.0, 0.0] })
+            .expect("zero vector");
+        txn.insert("v", doc! { "_id": 3, "emb": [1e-10, 0.0] })
+            .expect("short but normal");
+        txn.commit().expect("commit");
+        let read = db.read();
+        assert_eq!(
+            read.collection("v")
+                .expect("v")
+                .vectors("emb")
+                .expect("view")
+                .len(),
+            2
+        );
+    }
+}
+
 #[test]
 fn partitions_keep_each_tenants_keys_apart() {
     for (db, _dir) in databases() {

@@ -59,3 +59,44 @@ fn zero_vectors_agree_with_the_reference() {
         }
     }
 }
+
+/// Under cosine, a vector shorter than `MIN_COSINE_SQUARED_NORM` allows is
+/// refused (f32 cannot normalise it: simsimd gave 0, "parallel", for
+/// [-1e-23, 0] against [1, 0.5]); the zero vector is not, and down to the
+/// shortest accepted the kernel agrees with the f64 reference.
+#[test]
+fn cosine_refuses_vectors_too_short_to_normalise_and_is_exact_above() {
+    use slate_vector::{check_vector_for, MIN_COSINE_SQUARED_NORM};
+    let mut rng = Rng::new(3);
+    let shortest = MIN_COSINE_SQUARED_NORM.sqrt() * 1.01;
+    for dim in [1usize, 2, 17, 384] {
+        let zero = vec![0.0f32; dim];
+        assert_eq!(check_vector_for(&zero, dim, Metric::Cosine), Ok(()));
+        for scale in [1e-23f64, 1e-18, 1e-15] {
+            let mut tiny = vec![0.0f32; dim];
+            tiny[0] = -(scale as f32);
+            assert!(
+                check_vector_for(&tiny, dim, Metric::Cosine).is_err(),
+                "dim {dim}: {scale:e} accepted"
+            );
+            // Other metrics compare such vectors exactly enough.
+            assert_eq!(check_vector_for(&tiny, dim, Metric::L2), Ok(()));
+            assert_eq!(check_vector_for(&tiny, dim, Metric::Dot), Ok(()));
+        }
+        for _ in 0..20 {
+            let raw: Vec<f64> = (0..dim).map(|_| f64::from(rng.unit())).collect();
+            let norm = raw.iter().map(|x| x * x).sum::<f64>().sqrt().max(1e-30);
+            let short: Vec<f32> = raw.iter().map(|x| (x / norm * shortest) as f32).collect();
+            assert_eq!(check_vector_for(&short, dim, Metric::Cosine), Ok(()), "dim {dim}");
+            let other: Vec<f32> = (0..dim).map(|_| rng.unit()).collect();
+            for (a, b) in [(&short, &other), (&other, &short), (&short, &short)] {
+                let got = f64::from(distance(Metric::Cosine, a, b));
+                let want = f64::from(scalar::distance(Metric::Cosine, a, b));
+                assert!(
+                    (got - want).abs() <= 1e-5,
+                    "dim {dim}: simd {got} vs scalar {want}"
+                );
+            }
+        }
+    }
+}
