@@ -188,25 +188,33 @@ impl Update {
 
 /// The order MongoDB applies an update's paths in: component by component,
 /// names made of digits by their numbers (`a.2` before `a.10`), others by
-/// their bytes.
+/// their bytes. A total order (`sort_by` needs one): names of digits come
+/// before all others, and two of equal number (`1`, `01`) by their bytes.
 fn path_order(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
     let numeric = |c: &str| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit());
-    let number = |c: &'_ str| c.trim_start_matches('0').len();
+    let component = |x: &str, y: &str| match (numeric(x), numeric(y)) {
+        (true, true) => {
+            let (tx, ty) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+            // Longer (leading zeros aside) is larger; then digit by digit.
+            tx.len()
+                .cmp(&ty.len())
+                .then_with(|| tx.cmp(ty))
+                .then_with(|| x.cmp(y))
+        }
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+        (false, false) => x.cmp(y),
+    };
     let mut left = a.split('.');
     let mut right = b.split('.');
     loop {
         match (left.next(), right.next()) {
-            (None, None) => return std::cmp::Ordering::Equal,
-            (None, Some(_)) => return std::cmp::Ordering::Less,
-            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
             (Some(x), Some(y)) => {
-                let order = if numeric(x) && numeric(y) {
-                    // Longer (leading zeros aside) is larger; then digit by digit.
-                    let (tx, ty) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
-                    number(x).cmp(&number(y)).then_with(|| tx.cmp(ty))
-                } else {
-                    x.cmp(y)
-                };
+                let order = component(x, y);
                 if order.is_ne() {
                     return order;
                 }
@@ -618,17 +626,63 @@ mod tests {
         }
     }
 
+    /// Field names in order, nested ones after their parent's (`Document`'s
+    /// `==` ignores order).
+    fn keys(doc: &Document) -> Vec<String> {
+        let mut out = Vec::new();
+        for (k, v) in doc {
+            out.push(k.clone());
+            if let Bson::Document(d) = v {
+                out.extend(keys(d).into_iter().map(|inner| format!("{k}.{inner}")));
+            }
+        }
+        out
+    }
+
     #[test]
     fn an_update_adds_fields_in_path_order_numbers_by_value() {
+        // `m` exists and keeps its place; `b` is new and comes last.
         let update = Update::parse(&doc! { "$set": { "m.y": 1, "m.x": 2 }, "$inc": { "b": 1 } }).unwrap();
         let out = update.apply(&doc! { "_id": 1, "m": {} }).unwrap();
-        assert_eq!(out, doc! { "_id": 1, "b": 1, "m": { "x": 2, "y": 1 } });
-        let update = Update::parse(&doc! { "$set": { "a.10": 10, "a.2": 2, "a.b": 0 } }).unwrap();
+        assert_eq!(keys(&out), ["_id", "m", "m.x", "m.y", "b"]);
+        let update = Update::parse(&doc! { "$set": { "a.b": 0, "a.10": 10, "a.2": 2 } }).unwrap();
         let out = update.apply(&doc! { "a": {} }).unwrap();
-        assert_eq!(out, doc! { "a": { "2": 2, "10": 10, "b": 0 } });
-        let mut paths = vec!["b", "a.10", "a.09", "a.2", "a", "ab", "a.b"];
+        assert_eq!(keys(&out), ["a", "a.2", "a.10", "a.b"]);
+        let mut paths = vec![
+            "b", "a.10", "a.09", "a.2", "a", "ab", "a.b", "a.1a", "a.01", "a.1",
+        ];
         paths.sort_by(|a, b| path_order(a, b));
-        assert_eq!(paths, ["a", "a.2", "a.09", "a.10", "a.b", "ab", "b"]);
+        assert_eq!(
+            paths,
+            ["a", "a.01", "a.1", "a.2", "a.09", "a.10", "a.1a", "a.b", "ab", "b"]
+        );
+    }
+
+    /// A total order on any components (digits, letters, leading zeros):
+    /// antisymmetric and transitive over every triple of a small alphabet's
+    /// paths, so `sort_by` cannot meet an inconsistent comparison.
+    #[test]
+    fn path_order_is_a_total_order() {
+        use std::cmp::Ordering;
+        let parts = ["0", "00", "1", "01", "2", "10", "1a", "a", "a1", ""];
+        let mut paths: Vec<String> = parts.iter().map(|p| (*p).to_owned()).collect();
+        for x in parts {
+            for y in ["1", "01", "a", "10"] {
+                paths.push(format!("{x}.{y}"));
+            }
+        }
+        for a in &paths {
+            assert_eq!(path_order(a, a), Ordering::Equal);
+            for b in &paths {
+                assert_eq!(path_order(a, b), path_order(b, a).reverse(), "{a} {b}");
+                assert_eq!(path_order(a, b) == Ordering::Equal, a == b, "{a} {b}");
+                for c in &paths {
+                    if path_order(a, b).is_le() && path_order(b, c).is_le() {
+                        assert!(path_order(a, c).is_le(), "{a} <= {b} <= {c}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

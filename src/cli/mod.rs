@@ -365,20 +365,52 @@ fn load_checked(
     check: impl FnOnce(&CollectionConfig) -> Result<(), CliError>,
 ) -> Result<Db, CliError> {
     let parsed = load::read(spec)?;
-    let created = target.db.as_ref().filter(|dir| !target.memory && !dir.exists());
-    let db = open(target, true)?;
-    let outcome = load::check_against(&db, spec, &parsed)
-        .and_then(|()| check(&load::config_after(&db, spec, &parsed)?))
-        .and_then(|()| load::write(&db, spec, parsed));
-    match (outcome, created) {
-        (Ok(()), _) => Ok(db),
-        (Err(e), Some(dir)) => {
-            drop(db);
-            // Best effort: the error is the refusal, not the clean-up.
-            let _ = std::fs::remove_dir_all(dir);
-            Err(e)
+    let created = match (&target.db, target.memory) {
+        (Some(dir), false) => make_dir(dir)?,
+        _ => None,
+    };
+    let outcome = open(target, true).and_then(|db| {
+        load::check_against(&db, spec, &parsed)
+            .and_then(|()| check(&load::config_after(&db, spec, &parsed)?))
+            .and_then(|()| load::write(&db, spec, parsed))
+            .map(|()| db)
+    });
+    if let (Err(_), Some(made)) = (&outcome, created) {
+        // The database is closed by now. Only the directory this run made,
+        // if it is still that one: best effort (the error is the refusal).
+        if std::fs::canonicalize(made.path()).is_ok_and(|now| now == made.canonical) {
+            let _ = std::fs::remove_dir_all(&made.canonical);
         }
-        (Err(e), None) => Err(e),
+    }
+    outcome
+}
+
+/// A directory this run created, as it resolved when it was made.
+struct MadeDir<'a> {
+    path: &'a Path,
+    canonical: PathBuf,
+}
+
+impl MadeDir<'_> {
+    fn path(&self) -> &Path {
+        self.path
+    }
+}
+
+/// Creates `dir` (and its parents) when it does not exist, and says so
+/// only when this call made `dir` itself: one that exists (by any name:
+/// `x/..` too) is not this run's to remove.
+fn make_dir(dir: &Path) -> Result<Option<MadeDir<'_>>, CliError> {
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| CliError::io(parent, e))?;
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(Some(MadeDir {
+            path: dir,
+            canonical: std::fs::canonicalize(dir).map_err(|e| CliError::io(dir, e))?,
+        })),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(CliError::io(dir, e)),
     }
 }
 

@@ -41,7 +41,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Options for connecting; each setter states its default.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct ClientBuilder {
     addr: String,
@@ -49,6 +49,20 @@ pub struct ClientBuilder {
     max_frame_bytes: usize,
     connect_timeout: Duration,
     io_timeout: Option<Duration>,
+}
+
+/// Without the token's bytes: a `Client` (which keeps its builder to
+/// reconnect) may be logged.
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("addr", &self.addr)
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .field("max_frame_bytes", &self.max_frame_bytes)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("io_timeout", &self.io_timeout)
+            .finish()
+    }
 }
 
 impl ClientBuilder {
@@ -169,6 +183,14 @@ pub(crate) enum Flow {
 }
 
 impl Conn {
+    /// Marks the connection unusable and closes its socket now, so that a
+    /// server still writing an abandoned answer stops, and its slot frees
+    /// before the next call asks for a new one.
+    fn mark_broken(&mut self, reason: String) {
+        let _ = self.writer.get_ref().shutdown(std::net::Shutdown::Both);
+        self.broken.get_or_insert(reason);
+    }
+
     /// Whether the server closed this connection (or sent something
     /// unasked, which only a refusal before closing does) since the last
     /// call: a look at the socket without waiting, between calls, when
@@ -301,16 +323,17 @@ impl Client {
         }
         let mut conn = self.inner.conn.lock().unwrap_or_else(|p| {
             // A call panicked (in a for_each callback) with its answer half
-            // read: what comes next on the stream belongs to it.
+            // read: what comes next on the stream belongs to it. Marked
+            // broken once (the new connection is sound).
+            self.inner.conn.clear_poison();
             let mut conn = p.into_inner();
-            conn.broken
-                .get_or_insert_with(|| "an earlier call panicked while reading its answer".into());
+            conn.mark_broken("an earlier call panicked while reading its answer".into());
             conn
         });
         if conn.broken.is_none() && conn.last_used.elapsed() >= LOOK_AFTER_IDLE && conn.closed_by_peer() {
             // Closed while idle (the server's idle timeout, a restart):
             // nothing was sent on it, so a new one takes this call.
-            conn.broken = Some("closed by the server while idle".into());
+            conn.mark_broken("closed by the server while idle".into());
         }
         if let Some(reason) = conn.broken.clone() {
             self.reconnect(&mut conn, &reason)?;
@@ -321,10 +344,8 @@ impl Client {
         let result = self.exchange_on(&mut conn, id, op, args, &mut on_frame);
         conn.last_used = Instant::now();
         match &result {
-            Ok(Flow::Abandon) => {
-                conn.broken = Some(format!("the rest of the answer to {op:?} was not read"));
-            }
-            Err(Error::Connection { reason, .. }) => conn.broken = Some(reason.clone()),
+            Ok(Flow::Abandon) => conn.mark_broken(format!("the rest of the answer to {op:?} was not read")),
+            Err(Error::Connection { reason, .. }) => conn.mark_broken(reason.clone()),
             // The server closes the connection after these.
             Err(Error::Server { kind, message })
                 if matches!(
@@ -337,7 +358,7 @@ impl Client {
                         | ErrorKind::TruncatedFrame
                 ) =>
             {
-                conn.broken = Some(format!("{message} ({kind})"));
+                conn.mark_broken(format!("{message} ({kind})"));
             }
             _ => {}
         }

@@ -1316,6 +1316,49 @@ fn a_failed_for_each_callback_stops_the_find_and_the_client_goes_on() {
     drop(stop);
 }
 
+/// An abandoned answer's connection is closed at once, so the server stops
+/// writing it and frees its slot: on a server that takes one connection,
+/// the client's next call gets in well before the server's 60 s write
+/// timeout would have freed it.
+#[test]
+fn an_abandoned_answer_frees_the_servers_slot_at_once() {
+    let db = Db::memory();
+    let coll = db.create_collection(CollectionConfig::new("c")).unwrap();
+    let pad = "x".repeat(10_000);
+    // About 32 MB: more than loopback's socket buffers hold.
+    for chunk in 0..4i64 {
+        coll.insert_many((0..800i64).map(|i| doc! { "_id": chunk * 800 + i, "pad": pad.as_str() }))
+            .unwrap();
+    }
+    let server = Server::start(db, ServerConfig::new("127.0.0.1:0").max_connections(1)).unwrap();
+    let client = connect(&server);
+    let remote = client.collection("c").unwrap();
+    let err = remote
+        .find(doc! {})
+        .for_each(|_| {
+            Err(slate::Error::Server {
+                kind: ErrorKind::BadRequest,
+                message: "enough".into(),
+            })
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("enough"), "{err}");
+    let start = std::time::Instant::now();
+    loop {
+        match remote.count(doc! {}) {
+            Ok(n) => {
+                assert_eq!(n, 3200);
+                break;
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+                assert!(start.elapsed() < std::time::Duration::from_secs(5), "{e}");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}
+
 /// A call made from inside a `for_each` callback on the same client is
 /// refused at once (it would wait on its own connection), and the find
 /// goes on; a call from another client works.
