@@ -382,6 +382,31 @@ fn a_document_that_cannot_be_inserted_names_its_line() {
     let err = fails(&["count", "--db", s(&db), "--collection", "d"]);
     assert!(err.contains("no database here"), "{err}");
     assert!(!db.exists());
+    // A path that did not exist as written but names an existing database
+    // (through a directory the load makes) is not the load's to remove.
+    let good = dir.path().join("good.jsonl");
+    std::fs::write(&good, jsonl(&lines[..2])).expect("write");
+    ok(&[
+        "load",
+        "--db",
+        s(&db),
+        "--collection",
+        "kept",
+        "--docs",
+        s(&good),
+        "--quiet",
+    ]);
+    let roundabout = dir.path().join("missing").join("..").join("db");
+    fails(&[
+        "load",
+        "--db",
+        s(&roundabout),
+        "--collection",
+        "d",
+        "--docs",
+        s(&file),
+    ]);
+    assert_eq!(ok(&["count", "--db", s(&db), "--collection", "kept"]).trim(), "2");
 }
 
 #[test]

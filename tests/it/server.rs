@@ -1330,8 +1330,16 @@ fn an_abandoned_answer_frees_the_servers_slot_at_once() {
         coll.insert_many((0..800i64).map(|i| doc! { "_id": chunk * 800 + i, "pad": pad.as_str() }))
             .unwrap();
     }
-    let server = Server::start(db, ServerConfig::new("127.0.0.1:0").max_connections(1)).unwrap();
-    let client = connect(&server);
+    // With a token, a refused reconnect (busy) fails inside the reconnect,
+    // before the old connection would be replaced.
+    let config = ServerConfig::new("127.0.0.1:0")
+        .max_connections(1)
+        .auth_token("t");
+    let server = Server::start(db, config).unwrap();
+    let client = Client::builder(server.local_addr().to_string())
+        .auth_token("t")
+        .connect()
+        .unwrap();
     let remote = client.collection("c").unwrap();
     let err = remote
         .find(doc! {})
