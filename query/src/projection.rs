@@ -2,12 +2,45 @@
 
 use crate::error::{Error, Result};
 
+/// The most paths a projection may name.
+pub const MAX_PROJECTION_PATHS: usize = 1_000;
+
+/// The most fields a sort may name (MongoDB's limit too).
+pub const MAX_SORT_FIELDS: usize = 32;
+
+/// Refuses a sort of more than [`MAX_SORT_FIELDS`] fields, or one naming a
+/// path twice: each kept document holds a copy of every sort value.
+pub fn check_sort(sort: &[crate::SortField]) -> Result<()> {
+    if sort.len() > MAX_SORT_FIELDS {
+        return Err(Error::InvalidQuery {
+            reason: format!("{} sort fields, at most {MAX_SORT_FIELDS}", sort.len()),
+        });
+    }
+    for (i, field) in sort.iter().enumerate() {
+        if sort[..i].iter().any(|f| f.path.as_str() == field.path.as_str()) {
+            return Err(Error::InvalidQuery {
+                reason: format!("sort field {:?} named twice", field.path.as_str()),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Checks every projection path: dot-separated field names, none empty (so
 /// no leading, trailing or doubled dot) and none starting with `$` (an
 /// operator, which projections do not take). A bad path is an
-/// [`Error::InvalidQuery`] naming it, where it used to match nothing.
+/// [`Error::InvalidQuery`] naming it, where it used to match nothing; so
+/// is a projection of more than [`MAX_PROJECTION_PATHS`] paths.
 pub fn check_projection(paths: Option<&[String]>) -> Result<()> {
-    for path in paths.unwrap_or_default() {
+    let paths = paths.unwrap_or_default();
+    // Each document's projection compares its paths pairwise: bounded, so
+    // that no request pins a core on it.
+    if paths.len() > MAX_PROJECTION_PATHS {
+        return Err(Error::InvalidQuery {
+            reason: format!("{} projection paths, at most {MAX_PROJECTION_PATHS}", paths.len()),
+        });
+    }
+    for path in paths {
         let why = if path.is_empty() {
             Some("is empty")
         } else if path.split('.').any(str::is_empty) {

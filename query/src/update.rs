@@ -166,8 +166,12 @@ impl Update {
     /// Applies the update to `doc`; on error `doc` is unchanged.
     pub fn apply(&self, doc: &Document) -> Result<Document, UpdateError> {
         let mut out = doc.clone();
+        // Positions padded with nulls so far, over all the paths: each path
+        // is held to MAX_PAD, and so is their sum (a thousand arrays each
+        // padded to the limit would hold billions of nulls in memory).
+        let mut padded = 0usize;
         for (path, op, action) in &self.actions {
-            apply_one(&mut out, path, op, action)?;
+            apply_one(&mut out, path, op, action, &mut padded)?;
         }
         Ok(out)
     }
@@ -375,6 +379,7 @@ fn walk<'d>(
     path: &str,
     op: &str,
     create: bool,
+    padded: &mut usize,
 ) -> Result<Option<Slot<'d>>, UpdateError> {
     let conflict = |reason: String| UpdateError::PathConflict {
         op: op.to_owned(),
@@ -397,6 +402,15 @@ fn walk<'d>(
             Some(Bson::Array(a)) => match array_index(part) {
                 Some(i) if create && i >= a.len() && i >= MAX_PAD => {
                     return Err(conflict(format!("position {i} is past {MAX_PAD}")))
+                }
+                Some(i) if create && i > a.len() => {
+                    *padded += i - a.len();
+                    if *padded > MAX_PAD {
+                        return Err(conflict(format!(
+                            "the update pads arrays with more than {MAX_PAD} nulls in all"
+                        )));
+                    }
+                    Slot::Element(a, i)
                 }
                 Some(i) => Slot::Element(a, i),
                 None if create => {
@@ -455,9 +469,15 @@ fn element_matches(filter: &Filter, element: &Bson, wrapped: bool) -> bool {
     }
 }
 
-fn apply_one(doc: &mut Document, path: &str, op: &str, action: &Action) -> Result<(), UpdateError> {
+fn apply_one(
+    doc: &mut Document,
+    path: &str,
+    op: &str,
+    action: &Action,
+    padded: &mut usize,
+) -> Result<(), UpdateError> {
     let create = !matches!(action, Action::Unset | Action::Pull(_));
-    let Some(mut slot) = walk(doc, path, op, create)? else {
+    let Some(mut slot) = walk(doc, path, op, create, padded)? else {
         return Ok(());
     };
     let conflict = |reason: String| UpdateError::PathConflict {

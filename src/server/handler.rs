@@ -23,6 +23,12 @@ fn slate(e: crate::Error) -> WireError {
 
 /// Writes one response frame.
 pub(crate) fn reply<T: Serialize>(w: &mut impl Write, id: u64, outcome: Outcome<T>) -> io::Result<()> {
+    reply_sent(w, id, outcome).map(drop)
+}
+
+/// [`reply`], saying whether the answer went (`false`: it was refused as
+/// too large, and the refusal sent instead ends the request's answer).
+fn reply_sent<T: Serialize>(w: &mut impl Write, id: u64, outcome: Outcome<T>) -> io::Result<bool> {
     let response = match outcome {
         Ok(v) => Response {
             id,
@@ -49,9 +55,9 @@ pub(crate) fn reply<T: Serialize>(w: &mut impl Write, id: u64, outcome: Outcome<
             ok: None,
             err: Some(err),
         };
-        return write_frame(w, &encode(&refusal)?);
+        return write_frame(w, &encode(&refusal)?).map(|()| false);
     }
-    write_frame(w, &bytes)
+    write_frame(w, &bytes).map(|()| true)
 }
 
 /// The largest reply frame sent: the 64 MiB every client must accept.
@@ -223,7 +229,11 @@ fn find(db: &Db, id: u64, frame: &[u8], w: &mut impl Write) -> io::Result<()> {
         if bytes >= FIND_BATCH_BYTES {
             let docs = std::mem::take(&mut batch);
             bytes = 0;
-            reply(w, id, Ok(FindReply { docs, more: true }))?;
+            // A frame refused as too large (one huge document) ends the
+            // answer with that error: no frame of it may follow.
+            if !reply_sent(w, id, Ok(FindReply { docs, more: true }))? {
+                return Ok(());
+            }
         }
     }
     reply(

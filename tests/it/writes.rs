@@ -528,6 +528,56 @@ fn upsert_builds_the_document_from_the_filter() {
     }
 }
 
+/// One request may not make the server hold unbounded copies: more than
+/// 32 sort fields, a sort field named twice, more than 1,000 projection
+/// paths, and an update padding arrays with more than 1,500,000 nulls in
+/// all are refused, naming the limit, and change nothing.
+#[test]
+fn requests_past_the_per_query_limits_are_refused() {
+    for t in backends() {
+        let coll = collection(&t, "c", vec![doc! { "_id": 1, "a": [], "b": [] }]);
+        let fields: Vec<String> = (0..33).map(|i| format!("f{i}")).collect();
+        let mut find = coll.find(doc! {});
+        for f in &fields {
+            find = find.sort(f.clone());
+        }
+        let err = find.run().unwrap_err();
+        assert!(err.to_string().contains("at most 32"), "[{}] {err}", t.backend);
+        let err = coll.find(doc! {}).sort("a").sort("a:desc").run().unwrap_err();
+        assert!(err.to_string().contains("named twice"), "[{}] {err}", t.backend);
+        assert_eq!(
+            coll.find(doc! {}).sort("a").sort("b:desc").run().unwrap().len(),
+            1
+        );
+        let paths: Vec<String> = (0..1001).map(|i| format!("p{i}")).collect();
+        let err = coll.find(doc! {}).project(paths.clone()).run().unwrap_err();
+        assert!(err.to_string().contains("at most 1000"), "[{}] {err}", t.backend);
+        assert_eq!(
+            coll.find(doc! {})
+                .project(paths[..1000].to_vec())
+                .run()
+                .unwrap()
+                .len(),
+            1
+        );
+        // Each path within the limit, the two together past it.
+        let err = coll
+            .update_one(
+                doc! { "_id": 1 },
+                doc! { "$set": { "a.800000": 1, "b.800000": 1 } },
+                false,
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("in all"), "[{}] {err}", t.backend);
+        assert_eq!(
+            coll.get(1).unwrap(),
+            Some(doc! { "_id": 1, "a": [], "b": [] }),
+            "[{}] refused updates change nothing",
+            t.backend
+        );
+    }
+}
+
 /// An update that changes only a double's sign is a modification, and is
 /// written; one that changes nothing in a document holding a NaN is not.
 #[test]

@@ -143,6 +143,7 @@ fn count_parts(read: &CollectionRead<'_>, parts: &[Part]) -> Result<u64> {
 /// Plans a find over `parts` of the collection read by `read`.
 pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> Result<Plan> {
     crate::check_projection(spec.projection.as_deref())?;
+    crate::projection::check_sort(&spec.sort)?;
     let total = count_parts(read, parts)?;
     // Estimates stop counting where an index could no longer win.
     let mut cap = (total / LOOKUP_COST).max(64);
