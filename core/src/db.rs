@@ -256,7 +256,10 @@ impl Database {
     /// Removes from the catalog each collection whose column family is gone:
     /// a drop the store finished while the catalog's commit was lost (a crash
     /// of a store that does not sync its log). The drop is completed rather
-    /// than leaving a collection no read or write can use.
+    /// than leaving a collection no read or write can use. And drops each
+    /// collection column family the catalog does not name: a drop whose
+    /// commit was made but whose column family a crash kept (or a create cut
+    /// short before its commit), holding nothing reachable but its bytes.
     fn finish_drops(&self) -> Result<()> {
         let cfs = self.store.list_cfs();
         let mut txn = begin_write(self.store.as_ref())?;
@@ -264,6 +267,10 @@ impl Database {
             .range(CATALOG_CF, &KeyRange::all(), Direction::Forward)?
             .map(|e| e.map(|(k, _)| k.into_owned()))
             .collect::<Result<_>>()?;
+        let named: std::collections::HashSet<String> = names
+            .iter()
+            .map(|n| collection_cf(&String::from_utf8_lossy(n)))
+            .collect();
         let mut gone = false;
         for name in names {
             let shown = String::from_utf8_lossy(&name).into_owned();
@@ -275,6 +282,20 @@ impl Database {
         }
         if gone {
             self.shared.catalog.commit(true, || txn.commit())?;
+        } else {
+            drop(txn);
+        }
+        let prefix = collection_cf("");
+        for cf in cfs
+            .iter()
+            .filter(|cf| cf.starts_with(&prefix) && !named.contains(*cf))
+        {
+            log::warn!("column family {cf:?} belongs to no collection (a drop cut short): dropping it");
+            // Nothing reachable is lost if it stays: the database opens
+            // either way, and the next create of the name drops it.
+            if let Err(e) = self.store.drop_cf(cf) {
+                log::warn!("dropping column family {cf:?} failed: {e}");
+            }
         }
         Ok(())
     }

@@ -447,6 +447,48 @@ fn collections_and_vectors_survive_reopen() {
     integrity(&db, "v");
 }
 
+/// A collection column family the catalog does not name (a drop whose
+/// commit was made, then a crash before its column family went) is dropped
+/// at the next open: its bytes are not kept forever. The catalog's
+/// collections are untouched.
+#[test]
+fn a_column_family_no_collection_names_is_dropped_at_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Database::open(Arc::new(RocksStore::open(dir.path()).expect("open"))).expect("db");
+        db.create_collection(CollectionConfig::new("kept"))
+            .expect("create");
+        let mut txn = db.begin_write().expect("txn");
+        txn.insert("kept", doc! { "_id": 1 }).expect("insert");
+        txn.commit().expect("commit");
+        // As a drop cut short would leave it: a collection's column family
+        // with data in it, and no catalog entry.
+        db.store().create_cf("c.ghost").expect("cf");
+        let batch = slate_core::store::Batch {
+            ops: vec![(
+                "c.ghost".to_owned(),
+                vec![slate_core::store::Op::Put {
+                    key: b"d:x".to_vec(),
+                    value: b"bytes".to_vec().into(),
+                }],
+            )],
+        };
+        db.store().apply(batch, &mut |_| {}).expect("write");
+        assert!(db.store().list_cfs().contains(&"c.ghost".to_owned()));
+    }
+    let db = Database::open(Arc::new(RocksStore::open(dir.path()).expect("reopen"))).expect("db");
+    assert!(!db.store().list_cfs().contains(&"c.ghost".to_owned()));
+    assert_eq!(db.list_collections().expect("list"), vec!["kept".to_owned()]);
+    assert_eq!(
+        db.read()
+            .collection("kept")
+            .expect("kept")
+            .count(&Part::none())
+            .expect("count"),
+        1
+    );
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Insert(i32, i32, Vec<i32>),
