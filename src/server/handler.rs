@@ -60,6 +60,42 @@ fn reply_sent<T: Serialize>(w: &mut impl Write, id: u64, outcome: Outcome<T>) ->
     write_frame(w, &bytes).map(|()| true)
 }
 
+/// `get_many`: each distinct id read and encoded once, and the answer's
+/// size added up before it is built, so that a million repeats of one
+/// large document's id are refused rather than copied a million times.
+fn get_many(c: &Collection, ids: &[Bson]) -> Outcome<GetManyReply> {
+    let mut slot_of: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
+    let mut distinct: Vec<Bson> = Vec::new();
+    let mut slots = Vec::with_capacity(ids.len());
+    for id in ids {
+        // Ids equal as keys (1 and 1i64) find the same document. One that
+        // is no key goes through as it is, for get_many to name.
+        let slot = match slate_core::value::encode_id(id) {
+            Ok(key) => *slot_of.entry(key).or_insert(distinct.len()),
+            Err(_) => distinct.len(),
+        };
+        if slot == distinct.len() {
+            distinct.push(id.clone());
+        }
+        slots.push(slot);
+    }
+    let docs = c.get_many(&distinct).map_err(slate)?;
+    let bins: Vec<Option<Bin>> = docs.iter().map(|d| d.as_ref().map(Bin::doc)).collect();
+    let bytes: usize = slots
+        .iter()
+        .map(|&s| bins[s].as_ref().map_or(1, |b| b.0.len() + 5))
+        .sum();
+    if bytes > MAX_REPLY_BYTES {
+        return Err(bad(format!(
+            "the answer would hold {bytes} bytes of documents, more than the {MAX_REPLY_BYTES} a reply may carry: \
+             ask for fewer documents"
+        )));
+    }
+    Ok(GetManyReply {
+        docs: slots.iter().map(|&s| bins[s].clone()).collect(),
+    })
+}
+
 /// The largest reply frame sent: the 64 MiB every client must accept.
 pub(crate) const MAX_REPLY_BYTES: usize = 64 << 20;
 
@@ -425,10 +461,7 @@ pub(crate) fn handle(db: &Db, env: &Envelope, frame: &[u8], w: &mut impl Write) 
                         ids.len(),
                     )));
                 }
-                let docs = c.get_many(&ids).map_err(slate)?;
-                Ok(GetManyReply {
-                    docs: docs.iter().map(|d| d.as_ref().map(Bin::doc)).collect(),
-                })
+                get_many(&c, &ids)
             }),
         ),
         "replace_one" => reply(

@@ -1316,6 +1316,37 @@ fn a_failed_for_each_callback_stops_the_find_and_the_client_goes_on() {
     drop(stop);
 }
 
+/// `get_many` of one large document's id repeated past the reply bound is
+/// refused before the copies are built (the connection kept); repeats
+/// within it, across number types, answer as the embedded call does.
+#[test]
+fn get_many_of_repeated_ids_is_bounded_by_the_reply_not_copied() {
+    let db = Db::memory();
+    let coll = db.create_collection(CollectionConfig::new("c")).unwrap();
+    coll.insert_one(doc! { "_id": 1, "pad": "x".repeat(1 << 20) })
+        .unwrap();
+    coll.insert_one(doc! { "_id": 2, "small": true }).unwrap();
+    let server = serve(&db);
+    let client = connect(&server);
+    let remote = client.collection("c").unwrap();
+    let err = remote.get_many(&vec![Bson::Int32(1); 100]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadRequest, "{err}");
+    assert!(err.to_string().contains("a reply may carry"), "{err}");
+    let ids = [
+        Bson::Int32(2),
+        Bson::Int64(2),
+        Bson::Int32(3),
+        Bson::Int32(2),
+        Bson::Int32(1),
+    ];
+    same("repeats", coll.get_many(&ids), remote.get_many(&ids));
+    let got = remote.get_many(&ids).unwrap();
+    assert_eq!(got.iter().filter(|d| d.is_some()).count(), 4);
+    // An id that is no key is still named, as the embedded call names it.
+    let bad = [Bson::Int32(2), Bson::Double(2.0)];
+    same("bad id", coll.get_many(&bad), remote.get_many(&bad));
+}
+
 /// An abandoned answer's connection is closed at once, so the server stops
 /// writing it and frees its slot: on a server that takes one connection,
 /// the client's next call gets in well before the server's 60 s write
