@@ -125,6 +125,9 @@ pub struct MemoryStore {
     /// Serialises the read-modify-publish of `state` between commits and
     /// column family changes. Held for microseconds; readers never take it.
     publish: Mutex<()>,
+    /// Set when a commit's publication step panicked (as `RocksStore`'s):
+    /// that commit is published, and no later change is taken.
+    poisoned: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -150,6 +153,14 @@ impl MemoryStore {
             state: ArcSwap::from_pointee(State::default()),
             writer: WriterGate::new(),
             publish: Mutex::new(()),
+            poisoned: Mutex::new(None),
+        }
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        match &*self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
+            None => Ok(()),
         }
     }
 
@@ -165,6 +176,7 @@ impl Store for MemoryStore {
 
     fn create_cf(&self, name: &str) -> Result<()> {
         check_cf_name(name)?;
+        self.check_poisoned()?;
         let _publish = self.lock_publish();
         let mut state = State::clone(&self.state.load());
         if state.tables.contains_key(name) {
@@ -178,6 +190,7 @@ impl Store for MemoryStore {
     }
 
     fn drop_cf(&self, name: &str) -> Result<()> {
+        self.check_poisoned()?;
         let _publish = self.lock_publish();
         let mut state = State::clone(&self.state.load());
         if state.tables.remove(name).is_none() {
@@ -198,6 +211,7 @@ impl Store for MemoryStore {
     }
 
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64> {
+        self.check_poisoned()?;
         let _publish = self.lock_publish();
         let mut state = State::clone(&self.state.load());
         for (cf, ops) in batch.ops {
@@ -210,10 +224,37 @@ impl Store for MemoryStore {
             }
         }
         state.version += 1;
-        before_publish(state.version);
         let version = state.version;
-        self.state.store(Arc::new(state));
+        // Published even if `before_publish` panics (it has updated the
+        // vector caches to this version by then, or part way): the data
+        // and the caches then agree, and the store takes no more changes.
+        let mut publish = Publish {
+            store: self,
+            state: Some(state),
+        };
+        before_publish(version);
+        if let Some(state) = publish.state.take() {
+            self.state.store(Arc::new(state));
+        }
         Ok(version)
+    }
+}
+
+/// A commit's state until it is published; published on drop by a panic.
+struct Publish<'a> {
+    store: &'a MemoryStore,
+    state: Option<State>,
+}
+
+impl Drop for Publish<'_> {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            *self.store.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                "a commit's publication panicked at version {}",
+                state.version
+            ));
+            self.store.state.store(Arc::new(state));
+        }
     }
 }
 

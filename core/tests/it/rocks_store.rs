@@ -158,6 +158,38 @@ fn a_panic_while_publishing_poisons_the_store_without_hanging_readers() {
     assert_eq!(store.list_cfs(), before);
 }
 
+/// The same for MemoryStore: the commit whose publication panicked is
+/// published (its vector caches, updated by then, agree with its data), and
+/// the store refuses further changes.
+#[test]
+fn a_panic_while_publishing_poisons_the_memory_store_too() {
+    let store = slate_core::MemoryStore::new();
+    store.create_cf("docs").expect("create");
+    let mut txn = store.begin_write().expect("txn");
+    txn.put("docs", b"k".to_vec(), b"v".to_vec()).expect("put");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        txn.commit_with(|_| panic!("publication failed")).ok();
+    }));
+    assert!(panicked.is_err());
+    let snap = store.snapshot();
+    assert_eq!(snap.get("docs", b"k").expect("get").as_deref(), Some(&b"v"[..]));
+    assert_eq!(snap.version(), 1, "the commit's version is published");
+    let mut txn = store.begin_write().expect("txn");
+    txn.put("docs", b"k2".to_vec(), b"v".to_vec()).expect("put");
+    assert!(
+        matches!(txn.commit(), Err(slate_core::Error::Poisoned { .. })),
+        "a poisoned store refuses commits"
+    );
+    assert!(matches!(
+        store.create_cf("more"),
+        Err(slate_core::Error::Poisoned { .. })
+    ));
+    assert!(matches!(
+        store.drop_cf("docs"),
+        Err(slate_core::Error::Poisoned { .. })
+    ));
+}
+
 /// A database records its format; one written by a newer Slate (a higher
 /// format) is refused, left as it was.
 #[test]
