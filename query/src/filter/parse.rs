@@ -67,10 +67,16 @@ fn parse_query(query: &Document, prefix: &str) -> Result<Filter> {
     })
 }
 
-/// Flattens `And` children into the enclosing conjunction.
+/// Flattens `And` children into the enclosing conjunction, at any depth
+/// (`{$and: [{a: 1, c: 2}], b: 3}` is `And([a, c, b])`), so that the planner
+/// sees every condition an index could serve.
 fn push_conjunct(conjuncts: &mut Vec<Filter>, node: Filter) {
     match node {
-        Filter::And(children) => conjuncts.extend(children),
+        Filter::And(children) => {
+            for child in children {
+                push_conjunct(conjuncts, child);
+            }
+        }
         other => conjuncts.push(other),
     }
 }

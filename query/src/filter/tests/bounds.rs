@@ -5,7 +5,7 @@ use std::ops::Bound;
 use bson::{doc, Bson, RawBsonRef};
 use slate_core::value::{encode_id, encode_value, TypeBracket};
 
-use super::super::Interval;
+use super::super::{Filter, Interval};
 use super::parse;
 
 fn enc(v: RawBsonRef<'_>) -> Vec<u8> {
@@ -99,5 +99,22 @@ fn not_indexable() {
         doc! { "$or": [{ "a": 1 }, { "b": 1 }] },
     ] {
         assert_eq!(parse(&q).index_bounds("a", false), None, "{q}");
+    }
+}
+
+/// Conditions inside nested `$and`s are seen by the planner as the top
+/// level's are: `{$and: [{a: 1, c: 2}], b: 3}` offers `a` an index.
+#[test]
+fn nested_ands_are_flattened_for_the_planner() {
+    for q in [
+        doc! { "$and": [{ "a": 1, "c": 2 }], "b": 3 },
+        doc! { "$and": [{ "$and": [{ "a": 1 }] }, { "b": 3 }] },
+    ] {
+        let f = parse(&q);
+        assert_eq!(f.predicates_on("a").count(), 1, "{q}");
+        assert!(
+            matches!(&f, Filter::And(children) if children.iter().all(|c| !matches!(c, Filter::And(_)))),
+            "{q}: {f:?}"
+        );
     }
 }
