@@ -145,6 +145,7 @@ impl<'c> Find<'c> {
     pub fn count(mut self) -> Result<u64> {
         let spec = self.spec(false)?;
         slate_query::check_projection(spec.projection.as_deref())?;
+        slate_query::check_sort(&spec.sort)?;
         // Neither order nor projection changes a count: dropped, so that a
         // sorted count does not hold every match to sort it.
         self.sort.clear();

@@ -446,9 +446,13 @@ fn precheck(
     project: &Option<String>,
 ) -> Result<(), CliError> {
     slate::query::Filter::parse(&parse_filter(filter)?).map_err(slate::query::Error::from)?;
-    for spec in sort {
-        slate::query::SortField::parse(spec).map_err(|e| CliError::Input(format!("--sort {spec:?}: {e}")))?;
-    }
+    let fields = sort
+        .iter()
+        .map(|spec| {
+            slate::query::SortField::parse(spec).map_err(|e| CliError::Input(format!("--sort {spec:?}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    slate::query::check_sort(&fields).map_err(slate::Error::from)?;
     partition_values(partitions)?;
     slate::query::check_projection(split_fields(project).as_deref())?;
     Ok(())

@@ -622,6 +622,7 @@ fn bad_query_input_prints_and_writes_nothing() {
     for (command, names) in [
         (vec!["find", "--filter", bad_filter], "$foo"),
         (vec!["find", "--sort", "a:sideways"], "sideways"),
+        (vec!["find", "--sort", "a", "--sort", "a:desc"], "named twice"),
         (vec!["count", "--filter", bad_filter], "$foo"),
         (
             vec![

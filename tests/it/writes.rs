@@ -545,6 +545,9 @@ fn requests_past_the_per_query_limits_are_refused() {
         assert!(err.to_string().contains("at most 32"), "[{}] {err}", t.backend);
         let err = coll.find(doc! {}).sort("a").sort("a:desc").run().unwrap_err();
         assert!(err.to_string().contains("named twice"), "[{}] {err}", t.backend);
+        // A count refuses what a run refuses.
+        let err = coll.find(doc! {}).sort("a").sort("a").count().unwrap_err();
+        assert!(err.to_string().contains("named twice"), "[{}] {err}", t.backend);
         assert_eq!(
             coll.find(doc! {}).sort("a").sort("b:desc").run().unwrap().len(),
             1

@@ -57,7 +57,7 @@ pub struct CacheConfig {
     pub metric: Metric,
     /// Rows per chunk; every chunk is allocated whole, once.
     pub chunk_rows: usize,
-    /// Whether each row also keeps an 8-bit code (`dim + 20` more bytes a
+    /// Whether each row also keeps an 8-bit code (`dim + 24` more bytes a
     /// row), which lets a gather skip most rows' vectors. Default: off.
     pub codes: bool,
 }
@@ -81,7 +81,7 @@ impl CacheConfig {
     /// distance from its code, exactly (rounding included), and reads the
     /// vectors of only the rows the bounds cannot rule out: at 1% of 100k ×
     /// 384 rows and k = 10, a few dozen of the 1,000. An unfiltered search
-    /// bounds each scan task's rows the same way. Costs `dim + 20`
+    /// bounds each scan task's rows the same way. Costs `dim + 24`
     /// bytes of memory a row (a quarter more at dim 384); nothing on disk.
     pub fn codes(mut self, on: bool) -> Self {
         self.codes = on;
