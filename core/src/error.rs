@@ -21,8 +21,12 @@ pub enum Error {
     /// An earlier commit failed with an I/O error, or its vectors did not
     /// all reach the in-memory caches; the handle refuses further writes
     /// rather than guess what reached the disk or serve caches that miss
-    /// documents. Reopen the store (which rebuilds the caches).
-    #[error("store is poisoned by an earlier failed commit ({cause}); reopen it")]
+    /// documents. Reopen a RocksStore (which rebuilds the caches); a
+    /// MemoryStore's data stays readable, and writes need a new store.
+    #[error(
+        "store is poisoned by an earlier failed commit ({cause}): its data is readable; \
+         to write, reopen it (on disk) or start a new one (in memory)"
+    )]
     Poisoned { cause: String },
     /// A write began on the thread that holds the open write transaction
     /// (a `Collection` write inside `Db::transaction`'s closure): it would

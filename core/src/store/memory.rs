@@ -176,8 +176,8 @@ impl Store for MemoryStore {
 
     fn create_cf(&self, name: &str) -> Result<()> {
         check_cf_name(name)?;
-        self.check_poisoned()?;
         let _publish = self.lock_publish();
+        self.check_poisoned()?;
         let mut state = State::clone(&self.state.load());
         if state.tables.contains_key(name) {
             return Err(Error::ColumnFamilyExists {
@@ -190,8 +190,8 @@ impl Store for MemoryStore {
     }
 
     fn drop_cf(&self, name: &str) -> Result<()> {
-        self.check_poisoned()?;
         let _publish = self.lock_publish();
+        self.check_poisoned()?;
         let mut state = State::clone(&self.state.load());
         if state.tables.remove(name).is_none() {
             return Err(Error::UnknownColumnFamily {
@@ -211,8 +211,8 @@ impl Store for MemoryStore {
     }
 
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64> {
-        self.check_poisoned()?;
         let _publish = self.lock_publish();
+        self.check_poisoned()?;
         let mut state = State::clone(&self.state.load());
         for (cf, ops) in batch.ops {
             let table = state
@@ -225,9 +225,10 @@ impl Store for MemoryStore {
         }
         state.version += 1;
         let version = state.version;
-        // Published even if `before_publish` panics (it has updated the
-        // vector caches to this version by then, or part way): the data
-        // and the caches then agree, and the store takes no more changes.
+        // Published even if `before_publish` panics (having updated the
+        // vector caches to this version, or part of them): the data is then
+        // at least as new as any cache, and the store takes no more changes
+        // (the database's own poisoning covers caches left part way).
         let mut publish = Publish {
             store: self,
             state: Some(state),
