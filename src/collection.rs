@@ -35,6 +35,9 @@ impl std::ops::Deref for Parts {
     }
 }
 
+/// Ids a bounded `get_many` reads at a time.
+const GET_MANY_CHUNK: usize = 64;
+
 impl Collection {
     pub(crate) fn new(db: Db, name: String) -> Self {
         Self {
@@ -212,11 +215,34 @@ impl Collection {
         self.get_many_with(ids, full_document)
     }
 
+    /// [`get_many`](Self::get_many), or `None` once the documents read
+    /// (their stored bytes and vectors, added up a chunk of ids at a time)
+    /// pass `max_bytes`: the server's bound on an answer, kept before the
+    /// documents are built rather than after.
+    pub(crate) fn get_many_within(
+        &self,
+        ids: &[Bson],
+        max_bytes: usize,
+    ) -> Result<Option<Vec<Option<Document>>>> {
+        self.get_many_bounded(ids, Some(max_bytes), full_document)
+    }
+
     fn get_many_with<T>(
         &self,
         ids: &[Bson],
-        mut decode: impl FnMut(&CollectionRead<'_>, &mut Materializer, &RawDoc<'_>) -> Result<T>,
+        decode: impl FnMut(&CollectionRead<'_>, &mut Materializer, &RawDoc<'_>) -> Result<T>,
     ) -> Result<Vec<Option<T>>> {
+        Ok(self
+            .get_many_bounded(ids, None, decode)?
+            .expect("no bound, no refusal"))
+    }
+
+    fn get_many_bounded<T>(
+        &self,
+        ids: &[Bson],
+        max_bytes: Option<usize>,
+        mut decode: impl FnMut(&CollectionRead<'_>, &mut Materializer, &RawDoc<'_>) -> Result<T>,
+    ) -> Result<Option<Vec<Option<T>>>> {
         let txn = self.db.inner.read_documents();
         let read = txn.collection(&self.name)?;
         let parts = self.parts(&read)?;
@@ -251,22 +277,43 @@ impl Collection {
                 }
             }
         }
-        let refs: Vec<&[u8]> = spans.iter().map(|&(s, e)| &bytes[s..e]).collect();
-        let found = read.get_keys(&refs)?;
         if parts.is_empty() {
             // No partition addressed: each (valid) id is absent.
-            return Ok(ids.iter().map(|_| None).collect());
+            return Ok(Some(ids.iter().map(|_| None).collect()));
         }
-        Materializer::with_thread_local(|mat| -> Result<Vec<Option<T>>> {
+        let refs: Vec<&[u8]> = spans.iter().map(|&(s, e)| &bytes[s..e]).collect();
+        // Without a bound, one batched read; with one, a chunk at a time,
+        // each chunk's documents added up before they are built.
+        let chunk_ids = if max_bytes.is_some() {
+            GET_MANY_CHUNK
+        } else {
+            ids.len().max(1)
+        };
+        let vector_bytes: usize = read.config().vectors.iter().map(|vf| vf.dim * 9).sum();
+        let mut total = 0usize;
+        Materializer::with_thread_local(|mat| -> Result<Option<Vec<Option<T>>>> {
             let mut out = Vec::with_capacity(ids.len());
-            for per_id in found.chunks(parts.len().max(1)) {
-                let doc = match per_id.iter().flatten().next() {
-                    Some(raw) => Some(decode(&read, mat, raw)?),
-                    None => None,
-                };
-                out.push(doc);
+            for keys in refs.chunks(chunk_ids * parts.len()) {
+                let found = read.get_keys(keys)?;
+                if let Some(max) = max_bytes {
+                    total += found
+                        .iter()
+                        .flatten()
+                        .map(|raw| raw.bytes.len() + vector_bytes)
+                        .sum::<usize>();
+                    if total > max {
+                        return Ok(None);
+                    }
+                }
+                for per_id in found.chunks(parts.len()) {
+                    let doc = match per_id.iter().flatten().next() {
+                        Some(raw) => Some(decode(&read, mat, raw)?),
+                        None => None,
+                    };
+                    out.push(doc);
+                }
             }
-            Ok(out)
+            Ok(Some(out))
         })
     }
 

@@ -79,17 +79,25 @@ fn get_many(c: &Collection, ids: &[Bson]) -> Outcome<GetManyReply> {
         }
         slots.push(slot);
     }
-    let docs = c.get_many(&distinct).map_err(slate)?;
+    let refuse = |bytes: String| {
+        bad(format!(
+            "the answer would hold {bytes} bytes of documents; a reply may carry {MAX_REPLY_BYTES}: \
+             ask for fewer documents"
+        ))
+    };
+    // Read a chunk at a time, and refused once the distinct documents alone
+    // pass the bound (before the rest are read or any is copied).
+    let docs = c
+        .get_many_within(&distinct, MAX_REPLY_BYTES)
+        .map_err(slate)?
+        .ok_or_else(|| refuse(format!("more than {MAX_REPLY_BYTES}")))?;
     let bins: Vec<Option<Bin>> = docs.iter().map(|d| d.as_ref().map(Bin::doc)).collect();
     let bytes: usize = slots
         .iter()
         .map(|&s| bins[s].as_ref().map_or(1, |b| b.0.len() + 5))
         .sum();
     if bytes > MAX_REPLY_BYTES {
-        return Err(bad(format!(
-            "the answer would hold {bytes} bytes of documents, more than the {MAX_REPLY_BYTES} a reply may carry: \
-             ask for fewer documents"
-        )));
+        return Err(refuse(bytes.to_string()));
     }
     Ok(GetManyReply {
         docs: slots.iter().map(|&s| bins[s].clone()).collect(),
