@@ -1278,6 +1278,10 @@ pub fn search_batch(
         // each error naming its own query).
         let dim = view.dim();
         slate_vector::check_batch(queries, dim, view.metric())?;
+        // As the blocked pass refuses it, even for no queries.
+        if k == 0 {
+            return Err(slate_vector::Error::ZeroK.into());
+        }
         return queries
             .chunks_exact(dim)
             .map(|q| {

@@ -602,3 +602,36 @@ fn a_dotted_partition_key_seeds_upserts() {
         );
     }
 }
+
+/// `search_batch` with k = 0 is refused on a partitioned collection as on
+/// an unpartitioned one, even with no queries to run (the partitioned path
+/// answered an empty batch `Ok`).
+#[test]
+fn search_batch_refuses_k_zero_whatever_the_layout() {
+    for t in backends() {
+        let b = t.backend;
+        for (name, config) in [
+            ("plain", CollectionConfig::new("plain")),
+            ("split", CollectionConfig::new("split").partition_key("tenant")),
+        ] {
+            let coll =
+                t.db.create_collection(config.vector_field_config(slate::VectorField::new(
+                    "v",
+                    2,
+                    slate::Metric::L2,
+                )))
+                .expect("create");
+            let coll = if name == "split" {
+                coll.partition("acme")
+            } else {
+                coll
+            };
+            coll.insert_one(doc! { "_id": 1, "tenant": "acme", "v": [1.0, 0.0] })
+                .expect("insert");
+            for queries in [&[][..], &[1.0, 0.0][..]] {
+                let err = coll.search_batch("v", queries, 0, 0, None).expect_err("k = 0");
+                assert!(err.to_string().contains("k must be"), "[{b}] {name}: {err}");
+            }
+        }
+    }
+}
