@@ -76,6 +76,25 @@ pub struct CollectionConfig {
 }
 
 impl CollectionConfig {
+    /// The partition for `value` in a collection of this configuration; an
+    /// error in one that is not partitioned when a value is given, and in
+    /// one that is when none is (what every read and write of it checks).
+    pub fn part(&self, value: Option<&Bson>) -> Result<crate::Part> {
+        match (&self.partition_key, value) {
+            (None, None) => Ok(crate::Part::none()),
+            (Some(_), Some(v)) => crate::Part::of(v),
+            (None, Some(_)) => Err(Error::InvalidPartition {
+                reason: format!("collection {:?} is not partitioned", self.name),
+            }),
+            (Some(key), None) => Err(Error::InvalidPartition {
+                reason: format!(
+                    "collection {:?} is partitioned by {key:?}: name a partition",
+                    self.name
+                ),
+            }),
+        }
+    }
+
     /// A collection named `name` with no index, no vector field, no partitions.
     pub fn new(name: impl Into<String>) -> Self {
         Self {

@@ -426,19 +426,7 @@ impl<'t> CollectionRead<'t> {
     /// The partition for `value`; an error in a collection that is not
     /// partitioned when a value is given, and in one that is when none is.
     pub fn part(&self, value: Option<&Bson>) -> Result<Part> {
-        match (&self.config.partition_key, value) {
-            (None, None) => Ok(Part::none()),
-            (Some(_), Some(v)) => Part::of(v),
-            (None, Some(_)) => Err(Error::InvalidPartition {
-                reason: format!("collection {:?} is not partitioned", self.config.name),
-            }),
-            (Some(key), None) => Err(Error::InvalidPartition {
-                reason: format!(
-                    "collection {:?} is partitioned by {key:?}: name a partition",
-                    self.config.name
-                ),
-            }),
-        }
+        self.config.part(value)
     }
 
     /// The document with encoded id `id` in partition `part`.

@@ -378,7 +378,7 @@ fn load_checked(
     if let (Err(_), Some(made)) = (&outcome, created) {
         // The database is closed by now. Only the directory this run made,
         // if it is still that one: best effort (the error is the refusal).
-        if std::fs::canonicalize(made.path()).is_ok_and(|now| now == made.canonical) {
+        if std::fs::canonicalize(made.path).is_ok_and(|now| now == made.canonical) {
             let _ = std::fs::remove_dir_all(&made.canonical);
         }
     }
@@ -389,12 +389,6 @@ fn load_checked(
 struct MadeDir<'a> {
     path: &'a Path,
     canonical: PathBuf,
-}
-
-impl MadeDir<'_> {
-    fn path(&self) -> &Path {
-        self.path
-    }
 }
 
 /// Creates `dir` (and its parents) when it does not exist, and says so
@@ -414,24 +408,18 @@ fn make_dir(dir: &Path) -> Result<Option<MadeDir<'_>>, CliError> {
     }
 }
 
-/// Refuses partition values the collection would refuse: values for one
-/// that is not partitioned, none for one that is, values that cannot be
-/// partition keys.
+/// Refuses partition values the collection would refuse, by the rule its
+/// reads apply (`CollectionConfig::part`): values for one that is not
+/// partitioned, none for one that is, values that cannot be partition keys.
 fn check_partitions(config: &CollectionConfig, partitions: &[String]) -> Result<(), CliError> {
     let values = partition_values(partitions)?;
-    let refuse = |reason: String| -> CliError { slate::core::Error::InvalidPartition { reason }.into() };
-    match (&config.partition_key, values.is_empty()) {
-        (None, true) => Ok(()),
-        (None, false) => Err(refuse(format!("collection {:?} is not partitioned", config.name))),
-        (Some(key), true) => Err(refuse(format!(
-            "collection {:?} is partitioned by {key:?}: name a partition",
-            config.name
-        ))),
-        (Some(_), false) => values.iter().try_for_each(|v| {
-            slate::core::Part::of(v)?;
-            Ok(())
-        }),
+    if values.is_empty() {
+        config.part(None)?;
     }
+    for v in &values {
+        config.part(Some(v))?;
+    }
+    Ok(())
 }
 
 /// Refuses, before anything is opened or loaded, the input that needs no
