@@ -105,14 +105,7 @@ impl ClientBuilder {
                 opts: self,
             }),
         };
-        if let Some(token) = &client.inner.opts.token {
-            client.call::<_, Done>(
-                "auth",
-                &AuthArgs {
-                    token: Bin(token.clone()),
-                },
-            )?;
-        }
+        client.authenticate(&mut client.inner.conn.lock().unwrap_or_else(|p| p.into_inner()))?;
         Ok(client)
     }
 
@@ -281,23 +274,31 @@ impl Client {
             other => other,
         };
         let mut fresh = self.inner.opts.open().map_err(broke)?;
-        if let Some(token) = &self.inner.opts.token {
-            let args = AuthArgs {
-                token: Bin(token.clone()),
-            };
-            let mut answered = false;
-            self.exchange_on(&mut fresh, 1, "auth", &args, &mut |frame| {
-                self.ok_of::<Done>("auth", frame)?;
-                answered = true;
-                Ok(Flow::Last)
-            })
-            .map_err(broke)?;
-            if !answered {
-                return Err(self.conn_err("no answer to \"auth\""));
-            }
-            fresh.next_id = 2;
-        }
+        self.authenticate(&mut fresh).map_err(broke)?;
         *conn = fresh;
+        Ok(())
+    }
+
+    /// Presents the client's token, if it has one, as the first request on
+    /// a new connection `conn` (when connecting, and reconnecting).
+    fn authenticate(&self, conn: &mut Conn) -> Result<()> {
+        let Some(token) = &self.inner.opts.token else {
+            return Ok(());
+        };
+        let args = AuthArgs {
+            token: Bin(token.clone()),
+        };
+        let id = conn.next_id;
+        conn.next_id += 1;
+        let mut answered = false;
+        self.exchange_on(conn, id, "auth", &args, &mut |frame| {
+            self.ok_of::<Done>("auth", frame)?;
+            answered = true;
+            Ok(Flow::Last)
+        })?;
+        if !answered {
+            return Err(self.conn_err("no answer to \"auth\""));
+        }
         Ok(())
     }
 
