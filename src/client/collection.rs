@@ -71,14 +71,7 @@ impl RemoteCollection {
     /// document that does not fit `T` is [`slate_query::Error::Decode`],
     /// naming its `_id`.
     fn typed<T: DeserializeOwned>(&self, bin: &Bin, what: &str) -> Result<T> {
-        let limit = slate_core::value::MAX_NESTING;
-        if slate_core::value::nested_deeper_than(&bin.0, limit) {
-            return Err(self.client.bad_reply(format!(
-                "{what}: documents and arrays nested more than {limit} levels deep"
-            )));
-        }
-        bson::RawDocument::from_bytes(&bin.0)
-            .map_err(|e| self.client.bad_reply(format!("{what}: not a BSON document: {e}")))?;
+        bin.to_raw_doc(what).map_err(|e| self.client.bad_reply(e))?;
         slate_core::value::from_raw::<T>(&bin.0)
             .map_err(|e| crate::find::decode_error_of::<T>(&bin.0, || "(no _id)".to_owned(), e).into())
     }

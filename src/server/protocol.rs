@@ -101,18 +101,22 @@ impl Bin {
 
     /// These bytes as a BSON document; `what` names the field in the error.
     pub fn to_doc(&self, what: &str) -> Result<Document, String> {
-        // Converting recurses once per level: the depth is checked first,
-        // without recursion, so that no request can overflow the stack.
+        // Direct iteration of the raw elements: no serde visitor, no copy of the bytes.
+        Document::try_from(self.to_raw_doc(what)?).map_err(|e| format!("{what}: not a BSON document: {e}"))
+    }
+
+    /// These bytes as a raw BSON document, checked for nesting first:
+    /// converting or deserializing it recurses once per level, and the
+    /// depth is checked without recursion, so that no frame can overflow
+    /// the stack.
+    pub fn to_raw_doc(&self, what: &str) -> Result<&bson::RawDocument, String> {
         let limit = slate_core::value::MAX_NESTING;
         if slate_core::value::nested_deeper_than(&self.0, limit) {
             return Err(format!(
                 "{what}: documents and arrays nested more than {limit} levels deep"
             ));
         }
-        // Direct iteration of the raw elements: no serde visitor, no copy of the bytes.
-        bson::RawDocument::from_bytes(&self.0)
-            .and_then(Document::try_from)
-            .map_err(|e| format!("{what}: not a BSON document: {e}"))
+        bson::RawDocument::from_bytes(&self.0).map_err(|e| format!("{what}: not a BSON document: {e}"))
     }
 
     /// These bytes as a BSON value sent as `{"v": value}`.
