@@ -213,17 +213,31 @@ pub fn read(spec: &LoadSpec) -> Result<Parsed, CliError> {
     })
 }
 
+/// The configuration of the collection the load goes into, if it exists:
+/// read once, for [`check_against`], [`config_after`] and [`write`].
+pub fn existing(db: &Db, spec: &LoadSpec) -> Result<Option<CollectionConfig>, CliError> {
+    if !db.list_collections()?.contains(&spec.collection) {
+        return Ok(None);
+    }
+    Ok(Some(db.collection(&spec.collection)?.config()?))
+}
+
 /// The configuration the collection will have once `parsed` is written:
-/// its own when it exists, else the one the load creates.
-pub fn config_after(db: &Db, spec: &LoadSpec, parsed: &Parsed) -> Result<CollectionConfig, CliError> {
-    if db.list_collections()?.contains(&spec.collection) {
-        let mut have = db.collection(&spec.collection)?.config()?;
+/// its own (`existing`) with the load's indexes, else the one the load
+/// creates.
+pub fn config_after(
+    spec: &LoadSpec,
+    parsed: &Parsed,
+    existing: Option<&CollectionConfig>,
+) -> CollectionConfig {
+    if let Some(have) = existing {
+        let mut have = have.clone();
         for ix in &spec.indexes {
             if !have.indexes.contains(ix) {
                 have = have.index(ix.clone());
             }
         }
-        return Ok(have);
+        return have;
     }
     let mut config = CollectionConfig::new(&spec.collection);
     if let (Some(field), Some(v)) = (&spec.vector_field, &parsed.vectors) {
@@ -234,16 +248,19 @@ pub fn config_after(db: &Db, spec: &LoadSpec, parsed: &Parsed) -> Result<Collect
     for ix in &spec.indexes {
         config = config.index(ix.clone());
     }
-    Ok(config)
+    config
 }
 
 /// Refuses a load into an existing collection whose vector field differs
 /// from what the load says: before anything is written.
-pub fn check_against(db: &Db, spec: &LoadSpec, parsed: &Parsed) -> Result<(), CliError> {
-    if !db.list_collections()?.contains(&spec.collection) {
+pub fn check_against(
+    spec: &LoadSpec,
+    parsed: &Parsed,
+    existing: Option<&CollectionConfig>,
+) -> Result<(), CliError> {
+    let Some(have) = existing else {
         return Ok(());
-    }
-    let have = db.collection(&spec.collection)?.config()?;
+    };
     let vectors = &parsed.vectors;
     if let Some(field) = &spec.vector_field {
         let Some(vf) = have.vector_field(field) else {
@@ -280,26 +297,29 @@ pub fn check_against(db: &Db, spec: &LoadSpec, parsed: &Parsed) -> Result<(), Cl
 
 /// Writes a load in one transaction (creating the collection when it is
 /// new): a document refused leaves the database as it was.
-pub fn write(db: &Db, spec: &LoadSpec, parsed: Parsed) -> Result<(), CliError> {
-    let existing = db.list_collections()?.contains(&spec.collection);
-    let config = config_after(db, spec, &parsed)?;
+pub fn write(
+    db: &Db,
+    spec: &LoadSpec,
+    parsed: Parsed,
+    existing: Option<&CollectionConfig>,
+) -> Result<(), CliError> {
+    let config = config_after(spec, &parsed, existing);
     let Parsed {
         start, docs, lines, ..
     } = parsed;
     let n = docs.len();
     let bar = progress(n as u64, spec.quiet, "inserting");
     let mut txn = db.begin()?;
-    if !existing {
-        drop(txn);
-        db.create_collection(config)?;
-        txn = db.begin()?;
-    } else {
-        let have = db.collection(&spec.collection)?.config()?;
+    if let Some(have) = existing {
         for ix in &spec.indexes {
             if !have.indexes.contains(ix) {
                 txn.create_index(&spec.collection, ix)?;
             }
         }
+    } else {
+        drop(txn);
+        db.create_collection(config)?;
+        txn = db.begin()?;
     }
     let mut failure = None;
     for (i, d) in docs.into_iter().enumerate() {
@@ -320,7 +340,7 @@ pub fn write(db: &Db, spec: &LoadSpec, parsed: Parsed) -> Result<(), CliError> {
         None => txn.commit().map(|_| ()).map_err(CliError::from),
     };
     if let Err(e) = outcome {
-        if !existing {
+        if existing.is_none() {
             // Leave no trace: not even the empty collection this load created.
             let _ = db.drop_collection(&spec.collection);
         }

@@ -370,10 +370,11 @@ fn load_checked(
         _ => None,
     };
     let outcome = open(target, true).and_then(|db| {
-        load::check_against(&db, spec, &parsed)
-            .and_then(|()| check(&load::config_after(&db, spec, &parsed)?))
-            .and_then(|()| load::write(&db, spec, parsed))
-            .map(|()| db)
+        let existing = load::existing(&db, spec)?;
+        load::check_against(spec, &parsed, existing.as_ref())?;
+        check(&load::config_after(spec, &parsed, existing.as_ref()))?;
+        load::write(&db, spec, parsed, existing.as_ref())?;
+        Ok(db)
     });
     if let (Err(_), Some(made)) = (&outcome, created) {
         // The database is closed by now. Only the directory this run made,
