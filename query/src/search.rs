@@ -1272,16 +1272,16 @@ pub fn search_batch(
 ) -> Result<Vec<Vec<SearchHit>>> {
     crate::check_projection(projection)?;
     let view = read.vectors(field)?;
+    // Every query checked (each error naming its own) and k refused at 0,
+    // whichever way the batch then runs, even with no queries.
+    let dim = view.dim();
+    slate_vector::check_batch(queries, dim, view.metric())?;
+    if k == 0 {
+        return Err(slate_vector::Error::ZeroK.into());
+    }
     if read.config().partition_key.is_some() || read.in_write_txn() {
         // Partition scoping, and a write transaction's deleted documents,
-        // need a per-row check: run the queries one by one (checked first,
-        // each error naming its own query).
-        let dim = view.dim();
-        slate_vector::check_batch(queries, dim, view.metric())?;
-        // As the blocked pass refuses it, even for no queries.
-        if k == 0 {
-            return Err(slate_vector::Error::ZeroK.into());
-        }
+        // need a per-row check: run the queries one by one.
         return queries
             .chunks_exact(dim)
             .map(|q| {
@@ -1298,11 +1298,7 @@ pub fn search_batch(
             .collect();
     }
     if parts.is_empty() {
-        slate_vector::check_batch(queries, view.dim(), view.metric())?;
-        if k == 0 {
-            return Err(slate_vector::Error::ZeroK.into());
-        }
-        return Ok(vec![Vec::new(); queries.len() / view.dim().max(1)]);
+        return Ok(vec![Vec::new(); queries.len() / dim.max(1)]);
     }
     let all = view.search_batch(queries, k, threads)?;
     // One marker read for the batch, not one a query.
