@@ -76,6 +76,17 @@ impl<'c> Search<'c> {
         self
     }
 
+    /// Runs as a filter's first search does: neither uses nor keeps the
+    /// matching rows earlier searches kept. By default, the second search
+    /// with a filter no index narrows reads every document to find its
+    /// matches and keeps them while no commit follows, for the searches
+    /// after it to use as an index's (see `docs/query.md`). Benchmarks of
+    /// first searches set it.
+    pub fn fresh(mut self) -> Self {
+        self.spec.fresh = true;
+        self
+    }
+
     /// Runs the search and returns what it did too.
     pub fn explain(mut self) -> Result<(Vec<SearchHit>, SearchExplain)> {
         // Parsed again for its error (parsing is deterministic; were it to

@@ -19,6 +19,7 @@ use std::cell::RefCell;
 use std::ops::Bound;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bson::{Bson, Document};
 use slate_core::{CollectionRead, KeyRange, Part, RawDoc};
@@ -87,6 +88,10 @@ pub struct SearchSpec {
     pub strategy: Strategy,
     /// Threads for the scan: 0 the shared pool, 1 the caller, n a pool of n.
     pub threads: usize,
+    /// Neither use nor keep the matching rows of a filter no index narrows
+    /// (see [`search`]): the search runs as a filter's first one does.
+    /// Benchmarks of first searches set it.
+    pub fresh: bool,
 }
 
 /// One hit: the document (its `_id` and projected fields) and its distance.
@@ -113,7 +118,10 @@ pub struct SearchExplain {
     /// Estimated documents matching the filter (all rows without one).
     pub estimate: u64,
     /// How the estimate was made: `index` (counted), `index, at least` (the
-    /// count stopped where a scan became cheapest), `sample` or `none`.
+    /// count stopped where a scan became cheapest), `row tags`, `sample`,
+    /// `kept matches` (an earlier search's matching rows, exact),
+    /// `documents, kept` (this search read every document to find them,
+    /// and kept them for the next) or `none`.
     pub estimated_by: &'static str,
     /// Estimated cost of each strategy, in scan-row units (`None`: not possible).
     pub costs: Vec<(Strategy, Option<f64>)>,
@@ -128,9 +136,9 @@ pub struct SearchExplain {
     pub docs_checked: u64,
     /// Candidates pushed into a top-k heap.
     pub heap_pushes: u64,
-    /// Where gather and bitmap took their candidates from: `row tags` (the
-    /// cache's posting lists), `index` or `documents` (a pass over them);
-    /// empty for a scan.
+    /// Where the strategy took its candidates from: `row tags` (the cache's
+    /// posting lists), `index`, `documents` (a pass over them) or `kept
+    /// matches` (see `estimated_by`); empty for a scan that checks documents.
     pub candidates_from: &'static str,
 }
 
@@ -741,7 +749,7 @@ fn tagged_mask(view: &CacheView, parts: &[Part], source: &Source) -> Option<RowM
 }
 
 /// A mask of the view's rows holding `rows`.
-fn mask_of(view: &CacheView, rows: Vec<RowId>) -> RowMask {
+fn mask_of(view: &CacheView, rows: impl IntoIterator<Item = RowId>) -> RowMask {
     let mut mask = RowMask::new(view.row_count());
     for row in rows {
         mask.set(row);
@@ -772,6 +780,68 @@ fn candidate_rows(
         rows_of(view, &keys),
         if index.is_some() { "index" } else { "documents" },
     ))
+}
+
+/// The rows of the documents in `parts` matching `filter` at one version,
+/// found by a search that read every document, and kept in the view's
+/// [memo](slate_vector::Memo) at that version: later searches there use
+/// them as an exact index's candidates, reading no document. A commit
+/// (to any collection) moves readers to a newer version, where they do
+/// not apply; a compaction starts a new memo.
+struct Matches {
+    parts: Vec<Part>,
+    filter: Filter,
+    /// Ascending.
+    rows: Vec<RowId>,
+}
+
+/// A filter no index narrows that a search has met (at any version): the
+/// next search with it may keep its matches.
+struct Sighting {
+    parts: Vec<Part>,
+    filter: Filter,
+}
+
+/// What a [`Sighting`] is counted as in the memo's byte bound.
+const SIGHTING_BYTES: usize = 256;
+
+/// Matches are kept when searching them would cost less than this
+/// fraction of what the filter costs without them.
+const KEEP_GAIN: f64 = 0.5;
+
+/// The cheapest of priced strategies.
+fn cheapest(costs: &[(Strategy, Option<f64>)]) -> f64 {
+    costs.iter().filter_map(|c| c.1).fold(f64::INFINITY, f64::min)
+}
+
+/// Whether `filter` equals itself (one comparing with NaN does not, and
+/// could never be found again in the memo).
+#[allow(clippy::eq_op)]
+fn reflexive(filter: &Filter) -> bool {
+    filter == filter
+}
+
+/// Keeps `rows`, the matches of `filter` in `parts` at `version`, in the
+/// view's memo (in place of any kept before for them).
+fn keep(
+    view: &CacheView,
+    parts: &[Part],
+    filter: &Filter,
+    mut rows: Vec<RowId>,
+    version: u64,
+) -> Arc<Matches> {
+    rows.sort_unstable();
+    let bytes = rows.len() * std::mem::size_of::<RowId>() + SIGHTING_BYTES;
+    let matches = Arc::new(Matches {
+        parts: parts.to_vec(),
+        filter: filter.clone(),
+        rows,
+    });
+    view.memo()
+        .put(Some(version), bytes, Arc::clone(&matches), |m: &Matches| {
+            m.parts == parts && m.filter == *filter
+        });
+    matches
 }
 
 fn in_parts(key: &[u8], parts: &[Part]) -> bool {
@@ -948,8 +1018,27 @@ pub fn search(
         ) if !checker.in_txn => filter.is_exact_on(field),
         _ => false,
     };
+    // A filter no index narrows: its matching rows, exactly, if a search at
+    // this version kept them (see `Matches`). Not inside a write
+    // transaction, whose documents are not the version's.
+    let version = read.version();
+    let memo_filter = spec
+        .filter
+        .as_ref()
+        .filter(|f| !indexed && !checker.in_txn && !spec.fresh && reflexive(f));
+    let same = |p: &[Part], f: &Filter| p == parts && Some(f) == memo_filter;
+    let mut kept: Option<Arc<Matches>> = memo_filter.and_then(|_| {
+        view.memo()
+            .get(Some(version), |m: &Matches| same(&m.parts, &m.filter))
+    });
     let selectivity = match (&spec.filter, &source) {
         (None, _) => 1.0,
+        (Some(_), _) if kept.is_some() => {
+            explain.estimated_by = "kept matches";
+            kept.as_ref()
+                .map_or(0.0, |m| m.rows.len() as f64 / rows.max(1) as f64)
+                .min(1.0)
+        }
         (Some(_), Some(_)) if tag_estimate.is_some() => {
             explain.estimated_by = "row tags";
             (tag_estimate.unwrap_or_default() as f64 / rows.max(1) as f64).min(1.0)
@@ -969,9 +1058,10 @@ pub fn search(
     let n = rows as f64;
     let k = spec.k as f64;
     let m = explain.estimate as f64;
-    let cand = match tag_estimate {
-        Some(c) => c as f64,
-        None => source
+    let cand = match (&kept, tag_estimate) {
+        (Some(kept), _) => kept.rows.len() as f64,
+        (None, Some(c)) => c as f64,
+        (None, None) => source
             .as_ref()
             .filter(|s| s.uses_index())
             .map_or(n, |s| s.estimate() as f64),
@@ -987,11 +1077,59 @@ pub fn search(
         selectivity: selectivity.max(1.0 / n.max(1.0)),
         par: slate_vector::effective_threads(spec.threads).max(1) as f64,
         filtered: spec.filter.is_some(),
-        exact,
-        indexed,
+        exact: exact || kept.is_some(),
+        indexed: indexed || kept.is_some(),
         id_lookup,
     };
-    explain.costs = model.costs(&priced).to_vec();
+    // Kept rows are in hand, as rows read from the tags are.
+    let kept_model = model.tagged();
+    explain.costs = if kept.is_some() { kept_model } else { model }
+        .costs(&priced)
+        .to_vec();
+    // The second search (of those `auto` plans) with a filter no index
+    // narrows reads every document to find its matches and keeps them,
+    // when searching them as an exact index's candidates would cost less
+    // than half what the filter costs now: the pass costs about what
+    // gather without an index pays on every search, and is paid once per
+    // version. A filter met once is only noted, so that a stream of
+    // different filters pays no passes.
+    if let (None, Some(filter), Strategy::Auto) = (&kept, memo_filter, spec.strategy) {
+        let seen = view
+            .memo()
+            .get(None, |s: &Sighting| same(&s.parts, &s.filter))
+            .is_some();
+        let as_kept = Priced {
+            exact: true,
+            indexed: true,
+            candidates: m,
+            ..priced
+        };
+        if !seen {
+            let sighting = Sighting {
+                parts: parts.to_vec(),
+                filter: filter.clone(),
+            };
+            view.memo()
+                .put(None, SIGHTING_BYTES, Arc::new(sighting), |s: &Sighting| {
+                    same(&s.parts, &s.filter)
+                });
+        } else if cheapest(&kept_model.costs(&as_kept)) < KEEP_GAIN * cheapest(&explain.costs) {
+            let keys = candidate_keys(read, parts, None, &checker)?;
+            let found = keep(&view, parts, filter, rows_of(&view, &keys), version);
+            let count = found.rows.len() as f64;
+            explain.estimated_by = "documents, kept";
+            explain.estimate = found.rows.len() as u64;
+            let priced = Priced {
+                matches: count,
+                candidates: count,
+                selectivity: (count / n.max(1.0)).max(1.0 / n.max(1.0)),
+                ..as_kept
+            };
+            explain.costs = kept_model.costs(&priced).to_vec();
+            kept = Some(found);
+        }
+    }
+    let exact = exact || kept.is_some();
     let scan_cost = explain.costs[1].1.unwrap_or(f64::INFINITY);
     let strategy = match spec.strategy {
         Strategy::Auto if spec.filter.is_none() => Strategy::Scan,
@@ -1019,7 +1157,14 @@ pub fn search(
                 explain.rows_scanned = rows;
                 view.search(&spec.query, spec.k, spec.threads)?
             } else {
-                let pred = |_: RowId, key: &[u8]| checker.accepts(key);
+                // Kept matches stand in for the documents' verdicts.
+                if kept.is_some() {
+                    explain.candidates_from = "kept matches";
+                }
+                let pred = |row: RowId, key: &[u8]| match &kept {
+                    Some(kept) => kept.rows.binary_search(&row).is_ok(),
+                    None => checker.accepts(key),
+                };
                 let (hits, stats) = view.search_lazy(&spec.query, spec.k, spec.threads, &pred)?;
                 explain.rows_scanned = stats.rows_scanned;
                 explain.rows_pruned = stats.rows_pruned;
@@ -1028,23 +1173,37 @@ pub fn search(
             }
         }
         Strategy::Gather => {
-            let (cand_rows, from) = candidate_rows(
-                &view,
-                read,
-                parts,
-                source.as_ref(),
-                tagged_rows_read.take(),
-                &checker,
-            )?;
-            explain.candidates_from = from;
+            let mut gathered = Vec::new();
+            if kept.is_some() {
+                explain.candidates_from = "kept matches";
+            } else {
+                let (rows, from) = candidate_rows(
+                    &view,
+                    read,
+                    parts,
+                    source.as_ref(),
+                    tagged_rows_read.take(),
+                    &checker,
+                )?;
+                explain.candidates_from = from;
+                match memo_filter {
+                    // A pass over the documents found exactly the matches:
+                    // kept for the next search.
+                    Some(filter) if from == "documents" => {
+                        kept = Some(keep(&view, parts, filter, rows, version))
+                    }
+                    _ => gathered = rows,
+                }
+            }
+            let cand_rows: &[RowId] = kept.as_ref().map_or(&gathered, |kept| &kept.rows);
             // Raw-tier candidates were checked while gathering, and an exact
             // index's are matches (so their codes may prune them); otherwise a
             // candidate is checked only when its distance would enter the top k.
             let check = |_: RowId, key: &[u8]| checker.accepts(key);
             let (hits, stats) = if exact || !indexed {
-                view.search_rows_counted(&spec.query, spec.k, &cand_rows)?
+                view.search_rows_counted(&spec.query, spec.k, cand_rows)?
             } else {
-                view.search_rows_lazy(&spec.query, spec.k, &cand_rows, &check)?
+                view.search_rows_lazy(&spec.query, spec.k, cand_rows, &check)?
             };
             explain.rows_scanned = stats.rows_scanned;
             explain.rows_pruned = stats.rows_pruned;
@@ -1052,23 +1211,28 @@ pub fn search(
             hits
         }
         Strategy::Bitmap => {
-            let Some(source) = source.as_ref().filter(|s| s.uses_index()) else {
-                return Err(Error::InvalidQuery {
-                    reason: "the bitmap strategy needs a filter an index can narrow".into(),
-                });
-            };
-            // A merge's rows (or a short index scan's) were read for its estimate already.
-            let tagged = match tagged_rows_read.take() {
-                Some(rows) => Some(mask_of(&view, rows)),
-                None if checker.in_txn => None,
-                None => tagged_mask(&view, parts, source),
-            };
-            let (mask, from) = match tagged {
-                Some(mask) => (mask, "row tags"),
-                // No tags for it: the index (tried once; coverage only shrinks).
-                None => {
-                    let keys = source_keys(read, parts, source)?;
-                    (mask_of(&view, rows_of(&view, &keys)), "index")
+            let (mask, from) = if let Some(kept) = &kept {
+                (mask_of(&view, kept.rows.iter().copied()), "kept matches")
+            } else {
+                let Some(source) = source.as_ref().filter(|s| s.uses_index()) else {
+                    return Err(Error::InvalidQuery {
+                        reason: "the bitmap strategy needs a filter an index can narrow (or matches an earlier search kept)"
+                            .into(),
+                    });
+                };
+                // A merge's rows (or a short index scan's) were read for its estimate already.
+                let tagged = match tagged_rows_read.take() {
+                    Some(rows) => Some(mask_of(&view, rows)),
+                    None if checker.in_txn => None,
+                    None => tagged_mask(&view, parts, source),
+                };
+                match tagged {
+                    Some(mask) => (mask, "row tags"),
+                    // No tags for it: the index (tried once; coverage only shrinks).
+                    None => {
+                        let keys = source_keys(read, parts, source)?;
+                        (mask_of(&view, rows_of(&view, &keys)), "index")
+                    }
                 }
             };
             explain.candidates_from = from;

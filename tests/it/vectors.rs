@@ -772,3 +772,191 @@ fn a_sampled_estimate_covers_the_whole_collection() {
         );
     }
 }
+
+type Model = std::collections::BTreeMap<i64, (Vec<f32>, i64, i64)>;
+
+fn kept_vector(i: i64) -> Vec<f32> {
+    (0..4).map(|j| ((i * 31 + j * 17) % 23) as f32 - 11.0).collect()
+}
+
+fn kept_doc(i: i64, v: &[f32], u: i64, tenant: i64) -> Document {
+    let v: Vec<Bson> = v.iter().map(|x| Bson::Double(f64::from(*x))).collect();
+    doc! { "_id": i, "v": v, "u": u, "g": i % 7, "tenant": tenant }
+}
+
+/// The 10 nearest of the model's documents with `u` = 7 in `tenants`.
+fn kept_want(model: &Model, query: &[f32], tenants: &[i64]) -> Vec<(i64, f32)> {
+    let mut all: Vec<(f32, i64, i64)> = model
+        .iter()
+        .filter(|(_, (_, u, t))| *u == 7 && tenants.contains(t))
+        .map(|(i, (v, _, t))| (slate::vector::scalar::distance(Metric::L2, query, v), *t, *i))
+        .collect();
+    // Ties break on the document key: partition, then id.
+    all.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    all.truncate(10);
+    all.into_iter().map(|(d, _, i)| (i, d)).collect()
+}
+
+/// Every strategy's hits for `{u: 7}` (auto's first), each checked against
+/// `want`; returns how auto estimated and where each strategy took its
+/// candidates from.
+fn kept_search(
+    coll: &slate::Collection,
+    query: &[f32],
+    want: &[(i64, f32)],
+    fresh: bool,
+) -> Vec<&'static str> {
+    let mut how = Vec::new();
+    for strategy in [Strategy::Auto, Strategy::Gather, Strategy::Bitmap, Strategy::Scan] {
+        let mut search = coll
+            .search("v", query)
+            .k(10)
+            .filter(doc! { "u": 7 })
+            .strategy(strategy);
+        if fresh {
+            search = search.fresh();
+        }
+        let (hits, explain) = match search.explain() {
+            Ok(r) => r,
+            // Bitmap needs an index, or kept matches, to build its bitmap from.
+            Err(e) if strategy == Strategy::Bitmap => {
+                how.push("refused");
+                assert!(e.to_string().contains("bitmap"), "{e}");
+                continue;
+            }
+            Err(e) => panic!("{strategy}: {e}"),
+        };
+        let got: Vec<(i64, f32)> = hits
+            .iter()
+            .map(|h| (h.id.as_i64().expect("id"), h.distance))
+            .collect();
+        assert_eq!(got, want, "{strategy}: {explain}");
+        how.push(if strategy == Strategy::Auto {
+            explain.estimated_by
+        } else {
+            explain.candidates_from
+        });
+    }
+    how
+}
+
+/// A filter no index narrows keeps its matching rows at its second search
+/// planned by auto; later searches at that version take them as an exact
+/// index's, and every commit (a change to a field of the filter that leaves
+/// the vector alone included) moves searches to a version where they are
+/// found again from the documents. Each search is checked against brute
+/// force.
+#[test]
+fn kept_matches_of_an_unindexed_filter_follow_every_write() {
+    for t in crate::backends() {
+        let coll =
+            t.db.create_collection(
+                CollectionConfig::new("k")
+                    .index("g")
+                    .vector_field_config(VectorField::new("v", 4, Metric::L2).with_codes(true)),
+            )
+            .expect("create");
+        let other =
+            t.db.create_collection(CollectionConfig::new("other"))
+                .expect("create");
+        let mut model: Model = (0..2000).map(|i| (i, (kept_vector(i), i % 50, 0))).collect();
+        coll.insert_many(model.iter().map(|(i, (v, u, t))| kept_doc(*i, v, *u, *t)))
+            .expect("insert");
+        // Document 3's vector: it will be the nearest once it matches.
+        let query = kept_vector(3);
+        let want = |model: &Model| kept_want(model, &query, &[0]);
+        let b = t.backend;
+
+        // First sight: sampled, nothing kept (gather's pass keeps nothing
+        // under `fresh`, so bitmap stays refused).
+        assert_eq!(
+            kept_search(&coll, &query, &want(&model), true),
+            ["sample", "documents", "refused", ""],
+            "{b}"
+        );
+        assert_eq!(
+            kept_search(&coll, &query, &want(&model), false)[0],
+            "sample",
+            "{b}"
+        );
+        // Forced gather kept its pass's matches: the rest use them.
+        let how = kept_search(&coll, &query, &want(&model), false);
+        assert_eq!(how, ["kept matches"; 4], "{b}");
+
+        // A field of the filter changed, the vector not: found again.
+        coll.update_one(doc! { "_id": 3 }, doc! { "$set": { "u": 7 } }, false)
+            .expect("update");
+        model.get_mut(&3).expect("3").1 = 7;
+        assert_eq!(want(&model)[0], (3, 0.0));
+        let how = kept_search(&coll, &query, &want(&model), false);
+        assert_eq!(how[0], "documents, kept", "{b}");
+        assert_eq!(&how[1..], ["kept matches"; 3], "{b}");
+        // So for a commit to another collection, a delete and an insert.
+        other.insert_one(doc! { "x": 1 }).expect("insert");
+        assert_eq!(
+            kept_search(&coll, &query, &want(&model), false)[0],
+            "documents, kept",
+            "{b}"
+        );
+        coll.delete_one(doc! { "_id": 7 }).expect("delete");
+        model.remove(&7);
+        assert_eq!(
+            kept_search(&coll, &query, &want(&model), false)[0],
+            "documents, kept",
+            "{b}"
+        );
+        coll.insert_one(kept_doc(5000, &query, 7, 0)).expect("insert");
+        model.insert(5000, (query.to_vec(), 7, 0));
+        assert!(want(&model).contains(&(5000, 0.0)));
+        assert_eq!(
+            kept_search(&coll, &query, &want(&model), false)[0],
+            "documents, kept",
+            "{b}"
+        );
+        // `fresh` ignores what is kept.
+        assert_eq!(
+            kept_search(&coll, &query, &want(&model), true),
+            ["sample", "documents", "refused", ""],
+            "{b}"
+        );
+        assert_eq!(
+            kept_search(&coll, &query, &want(&model), false),
+            ["kept matches"; 4],
+            "{b}"
+        );
+    }
+}
+
+/// Matches kept for one partition are not another's, nor a pair's.
+#[test]
+fn kept_matches_belong_to_their_partitions() {
+    for t in crate::backends() {
+        let coll =
+            t.db.create_collection(
+                CollectionConfig::new("kp")
+                    .partition_key("tenant")
+                    .vector_field_config(VectorField::new("v", 4, Metric::L2)),
+            )
+            .expect("create");
+        let model: Model = (0..3000).map(|i| (i, (kept_vector(i), i % 50, i % 3))).collect();
+        coll.partitions(vec![Bson::Int64(0), Bson::Int64(1), Bson::Int64(2)])
+            .insert_many(model.iter().map(|(i, (v, u, t))| kept_doc(*i, v, *u, *t)))
+            .expect("insert");
+        let query = [3.0f32, 1.0, -2.0, 0.5];
+        let b = t.backend;
+        for tenants in [vec![0], vec![1], vec![0, 1], vec![2]] {
+            let scoped = coll.partitions(tenants.iter().map(|t| Bson::Int64(*t)).collect());
+            let want = kept_want(&model, &query, &tenants);
+            assert_eq!(
+                kept_search(&scoped, &query, &want, false)[0],
+                "sample",
+                "{b} {tenants:?}"
+            );
+            assert_eq!(
+                kept_search(&scoped, &query, &want, false),
+                ["kept matches"; 4],
+                "{b} {tenants:?}"
+            );
+        }
+    }
+}

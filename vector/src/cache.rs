@@ -28,6 +28,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use crate::arena::{Arena, ArenaCursor, UNSET};
 use crate::error::{Error, Result};
 use crate::index::IdIndex;
+use crate::memo::Memo;
 use crate::metric::Metric;
 use crate::tags::TagIndex;
 use crate::view::CacheView;
@@ -126,6 +127,8 @@ pub(crate) struct Generation {
     /// Visible rows after each commit, shared by every generation (versions
     /// outlive compaction).
     pub(crate) live: Arc<LiveCounts>,
+    /// What searches derived from this generation's rows.
+    pub(crate) memo: Memo,
 }
 
 /// The number of visible rows after each commit, ascending by version, so a
@@ -504,6 +507,7 @@ fn new_generation(
         oldest_version,
         retired: AtomicUsize::new(0),
         live,
+        memo: Memo::default(),
     });
     (generation, cursor)
 }

@@ -42,6 +42,7 @@ mod cache;
 mod code;
 mod error;
 mod index;
+mod memo;
 mod metric;
 mod pool;
 mod row;
@@ -55,6 +56,7 @@ mod writer;
 pub use batch::check_batch;
 pub use cache::{CacheConfig, CompactionReport, VectorCache, MAX_DIM};
 pub use error::{Error, Result, VectorError};
+pub use memo::{Memo, MEMO_BYTES, MEMO_ENTRIES};
 pub use metric::{
     check_vector, check_vector_for, component_limit, distance, Metric, MIN_COSINE_SQUARED_NORM,
 };

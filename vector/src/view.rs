@@ -4,6 +4,7 @@ use std::sync::{Arc, PoisonError, RwLockReadGuard};
 
 use crate::arena::ArenaSnapshot;
 use crate::cache::Generation;
+use crate::memo::Memo;
 use crate::metric::Metric;
 use crate::row::{RowId, RowMask};
 use crate::tags::{TagIndex, TagRange};
@@ -63,6 +64,13 @@ impl CacheView {
     /// The version this view reads at.
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// What searches derived from this view's generation of rows: values a
+    /// later view of the same generation may reuse (see [`Memo`]). A
+    /// compaction starts a new generation, with an empty memo.
+    pub fn memo(&self) -> &Memo {
+        &self.generation.memo
     }
 
     /// Components per vector.
