@@ -120,6 +120,18 @@ fn bench(c: &mut Criterion) {
                     })
                 });
             }
+            // Auto with its filters repeated (the check above searched
+            // each window's filter twice: its matches are kept if that pays).
+            if !indexed {
+                let mut i = 0;
+                group.bench_function("auto-repeated", |b| {
+                    b.iter(|| {
+                        i += 1;
+                        data.slate_repeated(&data.queries[i % data.queries.len()], &point.window(i).filter)
+                            .expect("search")
+                    })
+                });
+            }
             let mut i = 0;
             group.bench_function("reference-gather", |b| {
                 b.iter(|| {

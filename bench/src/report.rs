@@ -379,9 +379,9 @@ pub fn markdown(r: &Report, plots: &str) -> String {
     );
     let _ = writeln!(
         s,
-        "| filter | matching | auto chose | gather | scan | bitmap | auto | kernel reference | plain reference | auto ÷ best forced |"
+        "| filter | matching | auto chose | gather | scan | bitmap | auto | auto, repeated filter | kernel reference | plain reference | auto ÷ best forced |"
     );
-    let _ = writeln!(s, "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|");
+    let _ = writeln!(s, "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|");
     for p in &r.sweep {
         let q = |k: &str| p.qps.get(k).map_or("–".into(), |x| format!("{x:.0}"));
         let best = ["gather", "scan", "bitmap"]
@@ -391,7 +391,7 @@ pub fn markdown(r: &Report, plots: &str) -> String {
         let auto = p.qps.get("auto").copied().unwrap_or(0.0);
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
             p.label,
             thousands(p.matching),
             p.auto_choice,
@@ -399,6 +399,7 @@ pub fn markdown(r: &Report, plots: &str) -> String {
             q("scan"),
             q("bitmap"),
             q("auto"),
+            q(slate_bench::sweep::REPEATED),
             q("reference"),
             q("plain"),
             if best > 0.0 { auto / best } else { 0.0 }

@@ -47,6 +47,11 @@ pub const BUCKETS: u64 = 10_000;
 /// The selectivities of the sweep, from every row down to one in 10,000.
 pub const SELECTIVITIES: [f64; 6] = [1.0, 0.5, 0.1, 0.01, 0.001, 0.0001];
 
+/// The `qps` key of auto with its filters repeated (at the points without
+/// an index, where the second search with a filter may keep its matches):
+/// the forced strategies and `auto` run every search as a filter's first.
+pub const REPEATED: &str = "auto, repeated filter";
+
 /// Most disjoint filter windows a point rotates through.
 pub const WINDOWS: usize = 16;
 
@@ -98,7 +103,9 @@ pub struct SweepPoint {
     pub indexed: bool,
     /// The strategy auto chose.
     pub auto_choice: String,
-    /// Queries per second: `gather`, `scan`, `bitmap`, `auto`,
+    /// Queries per second: `gather`, `scan`, `bitmap`, `auto` (each search
+    /// run as its filter's first), [`REPEATED`] (auto reusing the matches
+    /// an earlier search with the same filter kept; without an index only),
     /// `reference` (the faster of the kernel reference's two searches) and
     /// `plain` (the faster of the plain reference's).
     pub qps: BTreeMap<String, f64>,
@@ -412,7 +419,10 @@ impl SweepData {
         Ok((distances, explain.strategy))
     }
 
-    /// One search through Slate: the distances of the hits and what it did.
+    /// One search through Slate, run as a filter's first search
+    /// ([`Search::fresh`](slate::Search::fresh): no matches kept by an
+    /// earlier search are used, none are kept): the distances of the hits
+    /// and what it did.
     pub fn slate_explain(
         &self,
         query: &[f32],
@@ -425,6 +435,26 @@ impl SweepData {
             .k(self.config.k)
             .filter(filter)
             .strategy(strategy)
+            .threads(1)
+            .fresh()
+            .explain()?;
+        Ok((hits.iter().map(|h| h.distance).collect(), explain))
+    }
+
+    /// One search by auto as an application repeating its filters runs it:
+    /// an earlier search's kept matches used (of a filter no index narrows,
+    /// the second search keeps them). The distances of the hits and what it
+    /// did.
+    pub fn slate_repeated(
+        &self,
+        query: &[f32],
+        filter: &Document,
+    ) -> Result<(Vec<f32>, SearchExplain), slate::Error> {
+        let (hits, explain) = self
+            .docs
+            .search("embedding", query)
+            .k(self.config.k)
+            .filter(filter)
             .threads(1)
             .explain()?;
         Ok((hits.iter().map(|h| h.distance).collect(), explain))
@@ -646,6 +676,22 @@ impl SweepData {
                     auto_choice = ran;
                 }
             }
+            // Auto with its filters repeated: each window searched twice
+            // first (the second keeps its matches when that pays), then
+            // checked.
+            if !indexed {
+                for w in &windows {
+                    for _ in 0..2 {
+                        self.slate_repeated(query, &w.filter)?;
+                    }
+                }
+                if self.slate_repeated(query, &window.filter)?.0 != expected {
+                    return Err(format!(
+                        "auto with its filter repeated at selectivity {selectivity} differs from the reference"
+                    )
+                    .into());
+                }
+            }
         }
         Ok(Checked {
             selectivity,
@@ -683,6 +729,15 @@ impl SweepData {
             ));
         }
         let point_ref = &point;
+        if !indexed {
+            contenders.push((
+                REPEATED.into(),
+                Box::new(move |i, query| {
+                    self.slate_repeated(query, &point_ref.window(i).filter)?;
+                    Ok(())
+                }),
+            ));
+        }
         contenders.push((
             "reference gather".into(),
             Box::new(move |i, query| {
@@ -730,6 +785,9 @@ impl SweepData {
             let name = strategy.to_string();
             let v = timed.remove(&name).unwrap_or(0.0);
             qps.insert(name, v);
+        }
+        if let Some(v) = timed.remove(REPEATED) {
+            qps.insert(REPEATED.into(), v);
         }
         let best = |timed: &BTreeMap<String, f64>, a: &str, b: &str| timed[a].max(timed[b]);
         qps.insert(
