@@ -16,13 +16,14 @@
 //! by the cost model in [`CostModel`].
 
 use std::cell::RefCell;
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bson::{Bson, Document};
-use slate_core::{CollectionRead, KeyRange, Part, RawDoc};
+use rayon::prelude::*;
+use slate_core::{CollectionRead, KeyRange, Part};
 use slate_vector::{CacheView, Hit, RowId, RowMask, TagRange};
 
 use crate::exec::source_keys;
@@ -41,7 +42,8 @@ pub enum Strategy {
     Gather,
     /// Full scan, filter checked lazily.
     Scan,
-    /// Full scan over a row bitmap of the index's candidates.
+    /// Full scan over a row bitmap of the index's candidates (without an
+    /// index: of the matches, found from the documents or kept).
     Bitmap,
 }
 
@@ -592,8 +594,9 @@ impl CostModel {
             )
         } else {
             // No index: the raw tier reads every document to find the
-            // matches, then looks up their rows and computes their distances.
-            Some(n * self.doc_scan + m * p.id_lookup + self.gathered(m, k))
+            // matches (on `par` threads), then looks up their rows and
+            // computes their distances.
+            Some(n * self.doc_scan / par + m * p.id_lookup + self.gathered(m, k))
         };
         let bitmap = if p.exact {
             Some(
@@ -767,6 +770,7 @@ fn candidate_rows(
     source: Option<&Source>,
     tagged: Option<Vec<RowId>>,
     checker: &Checker<'_, '_>,
+    threads: usize,
 ) -> Result<(Vec<RowId>, &'static str)> {
     let index = source.filter(|s| s.uses_index());
     // A write transaction's candidates come from its own index, not from
@@ -775,11 +779,10 @@ fn candidate_rows(
     if let Some(rows) = tagged.or_else(|| tags.and_then(|s| tagged_rows(view, parts, s))) {
         return Ok((rows, "row tags"));
     }
-    let keys = candidate_keys(read, parts, source, checker)?;
-    Ok((
-        rows_of(view, &keys),
-        if index.is_some() { "index" } else { "documents" },
-    ))
+    match index {
+        Some(source) => Ok((rows_of(view, &source_keys(read, parts, source)?), "index")),
+        None => Ok((matching_rows(view, read, parts, checker, threads)?, "documents")),
+    }
 }
 
 /// The rows of the documents in `parts` matching `filter` at one version,
@@ -802,8 +805,19 @@ struct Sighting {
     filter: Filter,
 }
 
-/// What a [`Sighting`] is counted as in the memo's byte bound.
-const SIGHTING_BYTES: usize = 256;
+impl Sighting {
+    /// Bytes counted against the memo's bound: the filter's size as its
+    /// debug text (a long `$in` list is long there too) and the partitions'.
+    fn bytes(&self) -> usize {
+        Self::bytes_of(&self.filter, &self.parts)
+    }
+
+    fn bytes_of(filter: &Filter, parts: &[Part]) -> usize {
+        std::mem::size_of::<Self>()
+            + format!("{filter:?}").len()
+            + parts.iter().map(|p| p.as_bytes().len() + 24).sum::<usize>()
+    }
+}
 
 /// Matches are kept when searching them would cost less than this
 /// fraction of what the filter costs without them.
@@ -812,6 +826,11 @@ const KEEP_GAIN: f64 = 0.5;
 /// The cheapest of priced strategies.
 fn cheapest(costs: &[(Strategy, Option<f64>)]) -> f64 {
     costs.iter().filter_map(|c| c.1).fold(f64::INFINITY, f64::min)
+}
+
+fn sorted(mut rows: Vec<RowId>) -> Vec<RowId> {
+    rows.sort_unstable();
+    rows
 }
 
 /// Whether `filter` equals itself (one comparing with NaN does not, and
@@ -823,15 +842,9 @@ fn reflexive(filter: &Filter) -> bool {
 
 /// Keeps `rows`, the matches of `filter` in `parts` at `version`, in the
 /// view's memo (in place of any kept before for them).
-fn keep(
-    view: &CacheView,
-    parts: &[Part],
-    filter: &Filter,
-    mut rows: Vec<RowId>,
-    version: u64,
-) -> Arc<Matches> {
-    rows.sort_unstable();
-    let bytes = rows.len() * std::mem::size_of::<RowId>() + SIGHTING_BYTES;
+fn keep(view: &CacheView, parts: &[Part], filter: &Filter, rows: Vec<RowId>, version: u64) -> Arc<Matches> {
+    let rows = sorted(rows);
+    let bytes = rows.len() * std::mem::size_of::<RowId>() + Sighting::bytes_of(filter, parts);
     let matches = Arc::new(Matches {
         parts: parts.to_vec(),
         filter: filter.clone(),
@@ -879,14 +892,6 @@ impl Checker<'_, '_> {
                 log::error!("search filter: reading {}: {e}", slate_core::KeyDisplay(key));
                 false
             }
-        }
-    }
-
-    fn accepts_doc(&self, doc: &RawDoc<'_>) -> bool {
-        self.checked.fetch_add(1, Ordering::Relaxed);
-        match self.filter {
-            None => true,
-            Some(f) => doc.raw().is_ok_and(|raw| f.matches(raw)),
         }
     }
 }
@@ -1086,17 +1091,18 @@ pub fn search(
     explain.costs = if kept.is_some() { kept_model } else { model }
         .costs(&priced)
         .to_vec();
-    // The second search (of those `auto` plans) with a filter no index
-    // narrows reads every document to find its matches and keeps them,
-    // when searching them as an exact index's candidates would cost less
-    // than half what the filter costs now: the pass costs about what
-    // gather without an index pays on every search, and is paid once per
-    // version. A filter met once is only noted, so that a stream of
-    // different filters pays no passes.
+    // The second search at one version (of those `auto` plans) with a
+    // filter no index narrows reads every document to find its matches and
+    // keeps them, when searching them as an exact index's candidates would
+    // cost less than half what the filter costs now: the pass costs about
+    // what gather without an index pays on every search, and is paid once
+    // per version. A filter met once at a version is only noted, so that a
+    // stream of different filters, or of commits between searches, pays no
+    // passes.
     if let (None, Some(filter), Strategy::Auto) = (&kept, memo_filter, spec.strategy) {
         let seen = view
             .memo()
-            .get(None, |s: &Sighting| same(&s.parts, &s.filter))
+            .get(Some(version), |s: &Sighting| same(&s.parts, &s.filter))
             .is_some();
         let as_kept = Priced {
             exact: true,
@@ -1109,13 +1115,14 @@ pub fn search(
                 parts: parts.to_vec(),
                 filter: filter.clone(),
             };
+            let bytes = sighting.bytes();
             view.memo()
-                .put(None, SIGHTING_BYTES, Arc::new(sighting), |s: &Sighting| {
+                .put(Some(version), bytes, Arc::new(sighting), |s: &Sighting| {
                     same(&s.parts, &s.filter)
                 });
         } else if cheapest(&kept_model.costs(&as_kept)) < KEEP_GAIN * cheapest(&explain.costs) {
-            let keys = candidate_keys(read, parts, None, &checker)?;
-            let found = keep(&view, parts, filter, rows_of(&view, &keys), version);
+            let matching = matching_rows(&view, read, parts, &checker, spec.threads)?;
+            let found = keep(&view, parts, filter, matching, version);
             let count = found.rows.len() as f64;
             explain.estimated_by = "documents, kept";
             explain.estimate = found.rows.len() as u64;
@@ -1184,6 +1191,7 @@ pub fn search(
                     source.as_ref(),
                     tagged_rows_read.take(),
                     &checker,
+                    spec.threads,
                 )?;
                 explain.candidates_from = from;
                 match memo_filter {
@@ -1211,13 +1219,33 @@ pub fn search(
             hits
         }
         Strategy::Bitmap => {
+            // Without an index, the matches are found from the documents as
+            // gather finds them (and kept), unless a search kept them.
+            let unindexed = source.as_ref().is_none_or(|s| !s.uses_index());
+            if kept.is_none() && unindexed && spec.filter.is_some() {
+                let matching = matching_rows(&view, read, parts, &checker, spec.threads)?;
+                kept = Some(match memo_filter {
+                    Some(filter) => keep(&view, parts, filter, matching, version),
+                    None => Arc::new(Matches {
+                        parts: Vec::new(),
+                        filter: Filter::And(Vec::new()),
+                        rows: sorted(matching),
+                    }),
+                });
+                explain.candidates_from = "documents";
+            }
+            let exact = exact || kept.is_some();
             let (mask, from) = if let Some(kept) = &kept {
-                (mask_of(&view, kept.rows.iter().copied()), "kept matches")
+                let from = if explain.candidates_from.is_empty() {
+                    "kept matches"
+                } else {
+                    explain.candidates_from
+                };
+                (mask_of(&view, kept.rows.iter().copied()), from)
             } else {
                 let Some(source) = source.as_ref().filter(|s| s.uses_index()) else {
                     return Err(Error::InvalidQuery {
-                        reason: "the bitmap strategy needs a filter an index can narrow (or matches an earlier search kept)"
-                            .into(),
+                        reason: "the bitmap strategy needs a filter".into(),
                     });
                 };
                 // A merge's rows (or a short index scan's) were read for its estimate already.
@@ -1256,27 +1284,65 @@ pub fn search(
     Ok((out, explain))
 }
 
-/// The candidate document keys for Gather: from the index, or (no index) by
-/// reading every document of the partitions and keeping the matches.
-fn candidate_keys(
+/// A key range of one partition's documents: from (inclusive), to
+/// (exclusive), either open when `None`.
+type PartRange<'p> = (&'p Part, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The rows of the documents in `parts` that match the checker's filter,
+/// found by reading every document (lent by the store, not copied out), in
+/// key ranges across [`effective_threads`](slate_vector::effective_threads)
+/// of the current pool when `threads` is not 1. In key order.
+fn matching_rows(
+    view: &CacheView,
     read: &CollectionRead<'_>,
     parts: &[Part],
-    source: Option<&Source>,
     checker: &Checker<'_, '_>,
-) -> Result<Vec<Vec<u8>>> {
-    if let Some(source) = source.filter(|s| s.uses_index()) {
-        return source_keys(read, parts, source);
-    }
-    let mut out = Vec::new();
+    threads: usize,
+) -> Result<Vec<RowId>> {
+    let splits = if threads == 1 {
+        1
+    } else {
+        slate_vector::effective_threads(threads)
+    };
+    let mut ranges: Vec<PartRange<'_>> = Vec::new();
     for part in parts {
-        for doc in read.scan(part)? {
-            let doc = doc?;
-            if checker.accepts_doc(&doc) {
-                out.push(doc.key.into_owned());
+        let mut lo = None;
+        if splits > 1 {
+            for cut in read.scan_splits(part, None, None, splits)? {
+                ranges.push((part, lo, Some(cut.clone())));
+                lo = Some(cut);
             }
         }
+        ranges.push((part, lo, None));
     }
-    Ok(out)
+    let pass = |(part, from, to): &PartRange<'_>| -> Result<Vec<RowId>> {
+        let mut out = Vec::new();
+        // Counted here and added once: threads adding to the shared count
+        // for every document would contend for its cache line.
+        let mut checked = 0;
+        read.visit_between(part, from.as_deref(), to.as_deref(), &mut |doc| {
+            checked += 1;
+            if checker
+                .filter
+                .is_none_or(|f| doc.raw().is_ok_and(|raw| f.matches(raw)))
+            {
+                out.extend(view.row_of(&doc.key));
+            }
+            ControlFlow::Continue(())
+        })?;
+        checker.checked.fetch_add(checked, Ordering::Relaxed);
+        Ok(out)
+    };
+    let found: Vec<Result<Vec<RowId>>> = if ranges.len() > 1 {
+        ranges.par_iter().map(pass).collect()
+    } else {
+        ranges.iter().map(pass).collect()
+    };
+    let mut rows = Vec::new();
+    for part in found {
+        rows.extend(part?);
+    }
+    Ok(rows)
 }
 
 /// Most rows a selectivity sample reads.
@@ -1294,32 +1360,35 @@ const SAMPLE_SLOTS: usize = 1 << 16;
 /// Positions among `rows` rows, of which `visible` are visible, for a
 /// sample of about [`SAMPLE_ROWS`] visible ones: as many more positions as
 /// the rows outnumber the visible (retired by writes, or newer than the
-/// view), spread evenly over the rows in bit-reversed order. Every prefix
-/// is spread evenly too, so a sample cut short still covers the whole
-/// cache, not just its first rows (which may all match a filter on, say,
-/// an insertion date).
+/// view), each row at most once. Position `j` is `j × step mod rows`, with
+/// `step` the integer nearest `rows / φ` that is prime to `rows` (a
+/// permutation): every prefix is spread evenly over the rows (the three-gap
+/// theorem), so a sample cut short still covers the whole cache, not just
+/// its first rows (which may all match a filter on, say, an insertion
+/// date). A power-of-two stride (a bit-reversed order) would visit only
+/// even rows in its first half: a sample of 1,024 of 2,001 rows never saw
+/// a document inserted at an odd position.
 fn sample_positions(rows: usize, visible: usize) -> impl Iterator<Item = usize> {
-    let want = SAMPLE_ROWS.saturating_mul(rows.div_ceil(visible.max(1)));
-    let slots = want
+    let want = SAMPLE_ROWS
+        .saturating_mul(rows.div_ceil(visible.max(1)))
         .min(SAMPLE_SLOTS)
-        .next_power_of_two()
-        .min(rows.next_power_of_two());
-    let bits = slots.trailing_zeros();
-    (0..slots).filter_map(move |j| {
-        let r = if bits == 0 {
-            0
-        } else {
-            j.reverse_bits() >> (usize::BITS - bits)
-        };
-        // The middle of slot `r`'s share of the rows.
-        let pos = if rows <= slots {
-            r
-        } else {
-            ((2 * r as u64 + 1) * rows as u64 / (2 * slots as u64)) as usize
-        };
-        (pos < rows).then_some(pos)
-    })
+        .min(rows);
+    let n = rows.max(1) as u64;
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let mut step = ((n as f64) / GOLDEN).round().max(1.0) as u64;
+    while gcd(step, n) != 1 {
+        step += 1;
+    }
+    (0..want as u64).map(move |j| (j * step % n) as usize)
 }
+
+/// The golden ratio φ.
+const GOLDEN: f64 = 1.618_033_988_749_895;
 
 /// Estimates the filter's selectivity from up to [`SAMPLE_ROWS`] rows spread
 /// evenly over the cache (their documents are read and checked), stopping
@@ -1696,7 +1765,7 @@ mod tests {
     #[test]
     fn a_sample_is_spread_over_the_rows_in_every_prefix() {
         // Ten times the visible rows: ten times the positions.
-        assert_eq!(sample_positions(100_000, 10_000).count(), 16_384);
+        assert_eq!(sample_positions(100_000, 10_000).count(), 10 * SAMPLE_ROWS);
         assert_eq!(sample_positions(100_000, 1).count(), SAMPLE_SLOTS);
         for rows in [0usize, 1, 2, 5, 1000, 1024, 1025, 3000, 100_000] {
             let positions: Vec<usize> = sample_positions(rows, rows).collect();
@@ -1707,14 +1776,43 @@ mod tests {
             assert_eq!(sorted.len(), positions.len(), "rows {rows}: a position repeats");
             assert!(positions.iter().all(|&p| p < rows), "rows {rows}");
             // Its first 64 positions (where a sample of an unselective
-            // filter may stop) leave no gap over a 32nd of the rows.
+            // filter may stop) leave no gap over a 24th of the rows.
             if rows >= SAMPLE_ROWS {
                 let mut first: Vec<usize> = positions[..64].to_vec();
                 first.sort_unstable();
                 first.insert(0, 0);
                 first.push(rows);
                 let gap = first.windows(2).map(|w| w[1] - w[0]).max();
-                assert!(gap <= Some(rows / 32), "rows {rows}: gap {gap:?}");
+                assert!(gap <= Some(rows / 24), "rows {rows}: gap {gap:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_sample_sees_rows_of_every_residue_however_many_rows_are_retired() {
+        // Documents written in turns (a question, then its answer; three
+        // kinds in rotation): each kind is its share of every sample. A
+        // bit-reversed order over 2,048 slots gave 2,001 rows' first 1,024
+        // positions all even.
+        let cases = [
+            (2_001usize, 2_000usize),
+            (2_048, 2_048),
+            (3_000, 1_500),
+            (5_000, 4_999),
+            (100_000, 100_000),
+        ];
+        for (rows, visible) in cases {
+            let positions: Vec<usize> = sample_positions(rows, visible).take(SAMPLE_ROWS).collect();
+            for period in [2usize, 3, 4, 10] {
+                for residue in 0..period {
+                    let share = positions.iter().filter(|&&p| p % period == residue).count() as f64
+                        / positions.len() as f64;
+                    let want = 1.0 / period as f64;
+                    assert!(
+                        (share - want).abs() < want * 0.2,
+                        "rows {rows}: residue {residue} of {period} is {share:.3} of the sample"
+                    );
+                }
             }
         }
     }

@@ -816,16 +816,7 @@ fn kept_search(
         if fresh {
             search = search.fresh();
         }
-        let (hits, explain) = match search.explain() {
-            Ok(r) => r,
-            // Bitmap needs an index, or kept matches, to build its bitmap from.
-            Err(e) if strategy == Strategy::Bitmap => {
-                how.push("refused");
-                assert!(e.to_string().contains("bitmap"), "{e}");
-                continue;
-            }
-            Err(e) => panic!("{strategy}: {e}"),
-        };
+        let (hits, explain) = search.explain().unwrap_or_else(|e| panic!("{strategy}: {e}"));
         let got: Vec<(i64, f32)> = hits
             .iter()
             .map(|h| (h.id.as_i64().expect("id"), h.distance))
@@ -840,12 +831,30 @@ fn kept_search(
     how
 }
 
+/// How auto estimated `{u: 7}` and where it took its candidates from, its
+/// hits checked against `want`.
+fn kept_auto(coll: &slate::Collection, query: &[f32], want: &[(i64, f32)]) -> (&'static str, &'static str) {
+    let (hits, explain) = coll
+        .search("v", query)
+        .k(10)
+        .filter(doc! { "u": 7 })
+        .explain()
+        .expect("search");
+    let got: Vec<(i64, f32)> = hits
+        .iter()
+        .map(|h| (h.id.as_i64().expect("id"), h.distance))
+        .collect();
+    assert_eq!(got, want, "{explain}");
+    (explain.estimated_by, explain.candidates_from)
+}
+
 /// A filter no index narrows keeps its matching rows at its second search
-/// planned by auto; later searches at that version take them as an exact
-/// index's, and every commit (a change to a field of the filter that leaves
-/// the vector alone included) moves searches to a version where they are
-/// found again from the documents. Each search is checked against brute
-/// force.
+/// at one version planned by auto (or at the first gather or bitmap);
+/// later searches at that version take them as an exact index's, and every
+/// commit (a change to a field of the filter that leaves the vector alone
+/// included) moves searches to a version where they are found again from
+/// the documents, from the second search there. Each search is checked
+/// against brute force.
 #[test]
 fn kept_matches_of_an_unindexed_filter_follow_every_write() {
     for t in crate::backends() {
@@ -859,64 +868,33 @@ fn kept_matches_of_an_unindexed_filter_follow_every_write() {
         let other =
             t.db.create_collection(CollectionConfig::new("other"))
                 .expect("create");
-        let mut model: Model = (0..2000).map(|i| (i, (kept_vector(i), i % 50, 0))).collect();
+        // 10% match, spread without a period (a sample of evenly spaced
+        // rows could alias with one): auto scans, checking documents
+        // lazily, at first sight.
+        let u = |i: i64| (i * 2_654_435_761 % (1 << 32)) % 10;
+        let mut model: Model = (0..2000).map(|i| (i, (kept_vector(i), u(i), 0))).collect();
         coll.insert_many(model.iter().map(|(i, (v, u, t))| kept_doc(*i, v, *u, *t)))
             .expect("insert");
-        // Document 3's vector: it will be the nearest once it matches.
-        let query = kept_vector(3);
+        // Document 4's vector: it will be the nearest once it matches.
+        assert_ne!(u(4), 7);
+        let query = kept_vector(4);
         let want = |model: &Model| kept_want(model, &query, &[0]);
         let b = t.backend;
 
-        // First sight: sampled, nothing kept (gather's pass keeps nothing
-        // under `fresh`, so bitmap stays refused).
-        assert_eq!(
-            kept_search(&coll, &query, &want(&model), true),
-            ["sample", "documents", "refused", ""],
-            "{b}"
-        );
+        // Under `fresh`, nothing is kept: gather and bitmap find the
+        // matches from the documents every time.
+        for _ in 0..2 {
+            assert_eq!(
+                kept_search(&coll, &query, &want(&model), true),
+                ["sample", "documents", "documents", ""],
+                "{b}"
+            );
+        }
+        // Auto notes the filter, forced gather keeps its pass's matches,
+        // and the rest use them.
         assert_eq!(
             kept_search(&coll, &query, &want(&model), false)[0],
             "sample",
-            "{b}"
-        );
-        // Forced gather kept its pass's matches: the rest use them.
-        let how = kept_search(&coll, &query, &want(&model), false);
-        assert_eq!(how, ["kept matches"; 4], "{b}");
-
-        // A field of the filter changed, the vector not: found again.
-        coll.update_one(doc! { "_id": 3 }, doc! { "$set": { "u": 7 } }, false)
-            .expect("update");
-        model.get_mut(&3).expect("3").1 = 7;
-        assert_eq!(want(&model)[0], (3, 0.0));
-        let how = kept_search(&coll, &query, &want(&model), false);
-        assert_eq!(how[0], "documents, kept", "{b}");
-        assert_eq!(&how[1..], ["kept matches"; 3], "{b}");
-        // So for a commit to another collection, a delete and an insert.
-        other.insert_one(doc! { "x": 1 }).expect("insert");
-        assert_eq!(
-            kept_search(&coll, &query, &want(&model), false)[0],
-            "documents, kept",
-            "{b}"
-        );
-        coll.delete_one(doc! { "_id": 7 }).expect("delete");
-        model.remove(&7);
-        assert_eq!(
-            kept_search(&coll, &query, &want(&model), false)[0],
-            "documents, kept",
-            "{b}"
-        );
-        coll.insert_one(kept_doc(5000, &query, 7, 0)).expect("insert");
-        model.insert(5000, (query.to_vec(), 7, 0));
-        assert!(want(&model).contains(&(5000, 0.0)));
-        assert_eq!(
-            kept_search(&coll, &query, &want(&model), false)[0],
-            "documents, kept",
-            "{b}"
-        );
-        // `fresh` ignores what is kept.
-        assert_eq!(
-            kept_search(&coll, &query, &want(&model), true),
-            ["sample", "documents", "refused", ""],
             "{b}"
         );
         assert_eq!(
@@ -924,6 +902,101 @@ fn kept_matches_of_an_unindexed_filter_follow_every_write() {
             ["kept matches"; 4],
             "{b}"
         );
+
+        // After every commit, auto notes the filter at the new version and
+        // keeps its matches at its second search there. A field of the
+        // filter changed, the vector not:
+        coll.update_one(doc! { "_id": 4 }, doc! { "$set": { "u": 7 } }, false)
+            .expect("update");
+        model.get_mut(&4).expect("4").1 = 7;
+        assert_eq!(want(&model)[0], (4, 0.0));
+        // (At 10% of 2,000 rows of dim 4, auto gathers, and gather keeps
+        // what its pass found.)
+        let again = |model: &Model| {
+            assert_eq!(
+                kept_auto(&coll, &query, &want(model)),
+                ("sample", "documents"),
+                "{b}"
+            );
+            assert_eq!(kept_auto(&coll, &query, &want(model)).0, "kept matches", "{b}");
+            assert_eq!(
+                kept_search(&coll, &query, &want(model), false),
+                ["kept matches"; 4],
+                "{b}"
+            );
+        };
+        again(&model);
+        // A commit to another collection, a delete and an insert.
+        other.insert_one(doc! { "x": 1 }).expect("insert");
+        again(&model);
+        coll.delete_one(doc! { "_id": 7 }).expect("delete");
+        model.remove(&7);
+        again(&model);
+        coll.insert_one(kept_doc(5000, &query, 7, 0)).expect("insert");
+        model.insert(5000, (query.to_vec(), 7, 0));
+        assert!(want(&model).contains(&(5000, 0.0)));
+        again(&model);
+        // `fresh` ignores what is kept.
+        assert_eq!(
+            kept_search(&coll, &query, &want(&model), true),
+            ["sample", "documents", "documents", ""],
+            "{b}"
+        );
+    }
+}
+
+/// Auto keeps a filter's matches at its second search at one version when
+/// searching them costs under half what the filter costs (50% of the
+/// rows), and not otherwise (every row).
+#[test]
+fn auto_keeps_matches_at_its_second_search_when_they_pay() {
+    for t in crate::backends() {
+        let coll =
+            t.db.create_collection(CollectionConfig::new("a").vector("v", 64, Metric::L2))
+                .expect("create");
+        let vector =
+            |i: i64| -> Vec<f32> { (0..64).map(|j| ((i * 37 + j * 11) % 29) as f32 - 14.0).collect() };
+        coll.insert_many((0..2000i64).map(|i| {
+            let v: Vec<Bson> = vector(i).iter().map(|x| Bson::Double(f64::from(*x))).collect();
+            doc! { "_id": i, "v": v, "half": i % 2, "all": true }
+        }))
+        .expect("insert");
+        let query = vector(5);
+        let b = t.backend;
+        for (filter, keeps) in [(doc! { "half": 1 }, true), (doc! { "all": true }, false)] {
+            let mut want: Vec<(f32, i64)> = (0..2000i64)
+                .filter(|i| !keeps || i % 2 == 1)
+                .map(|i| (slate::vector::scalar::distance(Metric::L2, &query, &vector(i)), i))
+                .collect();
+            want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            want.truncate(10);
+            let mut how = Vec::new();
+            for _ in 0..3 {
+                let (hits, explain) = coll
+                    .search("v", &query)
+                    .k(10)
+                    .filter(filter.clone())
+                    .explain()
+                    .expect("search");
+                let got: Vec<(f32, i64)> = hits
+                    .iter()
+                    .map(|h| (h.distance, h.id.as_i64().expect("id")))
+                    .collect();
+                assert_eq!(got, want, "{b} {filter}: {explain}");
+                assert_eq!(
+                    explain.strategy == Strategy::Scan,
+                    how.is_empty() || !keeps,
+                    "{b} {filter}: {explain}"
+                );
+                how.push(explain.estimated_by);
+            }
+            let want_how = if keeps {
+                ["sample", "documents, kept", "kept matches"]
+            } else {
+                ["sample"; 3]
+            };
+            assert_eq!(how, want_how, "{b} {filter}");
+        }
     }
 }
 

@@ -393,7 +393,8 @@ impl VectorCache {
     }
 
     /// Bytes allocated by the current generation: chunks (vectors, id
-    /// pointers, versions), id bytes, and the id index. Older generations
+    /// pointers, versions), id bytes, the id index, the row tags and what
+    /// its [`Memo`] holds (as its values report). Older generations
     /// kept alive by views are not counted.
     pub fn memory_bytes(&self) -> usize {
         let generation = self.generation();
@@ -407,7 +408,7 @@ impl VectorCache {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .memory_bytes();
-        generation.arena.memory_bytes() + index + tags
+        generation.arena.memory_bytes() + index + tags + generation.memo.usage().1
     }
 
     /// Live rows (as of the last commit) × dim × 4: the payload.
