@@ -1072,8 +1072,9 @@ pub fn search(
             .map_or(n, |s| s.estimate() as f64),
     };
     // Scans (plain and masked) run on `par` threads, each over its share
-    // of the rows; gather, the index or tag reads and a mask's build run on
-    // the calling thread.
+    // of the rows, and so does a pass over the documents (gather without an
+    // index); gather's rows, the index or tag reads and a mask's build run
+    // on the calling thread.
     let priced = Priced {
         n,
         k,
@@ -1288,10 +1289,14 @@ pub fn search(
 /// (exclusive), either open when `None`.
 type PartRange<'p> = (&'p Part, Option<Vec<u8>>, Option<Vec<u8>>);
 
+/// Ranges a thread of [`matching_rows`]'s pass is cut into.
+const PASS_SPLITS_PER_THREAD: usize = 4;
+
 /// The rows of the documents in `parts` that match the checker's filter,
-/// found by reading every document (lent by the store, not copied out), in
-/// key ranges across [`effective_threads`](slate_vector::effective_threads)
-/// of the current pool when `threads` is not 1. In key order.
+/// found by reading every document (lent by the store, not copied out): on
+/// the calling thread when `threads` is 1, else in key ranges on the
+/// threads a search's `threads` names
+/// ([`install_threads`](slate_vector::install_threads)). In key order.
 fn matching_rows(
     view: &CacheView,
     read: &CollectionRead<'_>,
@@ -1299,7 +1304,7 @@ fn matching_rows(
     checker: &Checker<'_, '_>,
     threads: usize,
 ) -> Result<Vec<RowId>> {
-    let splits = if threads == 1 {
+    let par = if threads == 1 {
         1
     } else {
         slate_vector::effective_threads(threads)
@@ -1307,8 +1312,10 @@ fn matching_rows(
     let mut ranges: Vec<PartRange<'_>> = Vec::new();
     for part in parts {
         let mut lo = None;
-        if splits > 1 {
-            for cut in read.scan_splits(part, None, None, splits)? {
+        if par > 1 {
+            // Several ranges a thread, as a parallel sort cuts them: ids
+            // spread unevenly leave no thread with most of the work.
+            for cut in read.scan_splits(part, None, None, par * PASS_SPLITS_PER_THREAD)? {
                 ranges.push((part, lo, Some(cut.clone())));
                 lo = Some(cut);
             }
@@ -1333,8 +1340,8 @@ fn matching_rows(
         checker.checked.fetch_add(checked, Ordering::Relaxed);
         Ok(out)
     };
-    let found: Vec<Result<Vec<RowId>>> = if ranges.len() > 1 {
-        ranges.par_iter().map(pass).collect()
+    let found: Vec<Result<Vec<RowId>>> = if par > 1 && ranges.len() > 1 {
+        slate_vector::install_threads(threads, || ranges.par_iter().map(pass).collect())?
     } else {
         ranges.iter().map(pass).collect()
     };
@@ -1361,8 +1368,8 @@ const SAMPLE_SLOTS: usize = 1 << 16;
 /// sample of about [`SAMPLE_ROWS`] visible ones: as many more positions as
 /// the rows outnumber the visible (retired by writes, or newer than the
 /// view), each row at most once. Position `j` is `j × step mod rows`, with
-/// `step` the integer nearest `rows / φ` that is prime to `rows` (a
-/// permutation): every prefix is spread evenly over the rows (the three-gap
+/// `step` the first integer from `rows / φ` (rounded) up that is prime to
+/// `rows` (a permutation): every prefix is spread evenly over the rows (the three-gap
 /// theorem), so a sample cut short still covers the whole cache, not just
 /// its first rows (which may all match a filter on, say, an insertion
 /// date). A power-of-two stride (a bit-reversed order) would visit only
@@ -1789,17 +1796,20 @@ mod tests {
     }
 
     #[test]
-    fn a_sample_sees_rows_of_every_residue_however_many_rows_are_retired() {
+    fn a_samples_first_positions_hold_each_residue_in_its_share() {
         // Documents written in turns (a question, then its answer; three
         // kinds in rotation): each kind is its share of every sample. A
         // bit-reversed order over 2,048 slots gave 2,001 rows' first 1,024
         // positions all even.
+        // Row counts no period divides, so a uniform share is the order's
+        // doing, not the arithmetic's; fewer visible rows than rows only
+        // lengthen the sequence.
         let cases = [
             (2_001usize, 2_000usize),
-            (2_048, 2_048),
-            (3_000, 1_500),
-            (5_000, 4_999),
-            (100_000, 100_000),
+            (2_047, 2_047),
+            (3_001, 1_500),
+            (4_999, 4_998),
+            (99_999, 99_999),
         ];
         for (rows, visible) in cases {
             let positions: Vec<usize> = sample_positions(rows, visible).take(SAMPLE_ROWS).collect();

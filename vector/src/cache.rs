@@ -522,6 +522,26 @@ mod tests {
     }
 
     #[test]
+    fn memory_bytes_count_what_the_memo_holds_until_a_compaction() {
+        let cache = cache();
+        let mut w = cache.writer();
+        w.upsert(b"a", &[1.0, 2.0]).expect("upsert");
+        w.commit(1).expect("commit");
+        let before = cache.memory_bytes();
+        cache
+            .view(1)
+            .expect("view")
+            .memo()
+            .put(Some(1), 1000, Arc::new(7u32), |_| false);
+        assert_eq!(cache.memory_bytes(), before + 1000);
+        let mut w = cache.writer();
+        w.delete(b"a");
+        w.commit(2).expect("commit");
+        cache.compact(2).expect("compact");
+        assert_eq!(cache.view(2).expect("view").memo().usage(), (0, 0));
+    }
+
+    #[test]
     fn config_is_validated() {
         assert!(matches!(
             VectorCache::new(0, Metric::L2),

@@ -60,7 +60,7 @@ pub use memo::{Memo, MEMO_BYTES, MEMO_ENTRIES};
 pub use metric::{
     check_vector, check_vector_for, component_limit, distance, Metric, MIN_COSINE_SQUARED_NORM,
 };
-pub use pool::effective as effective_threads;
+pub use pool::{effective as effective_threads, install as install_threads};
 pub use row::{RowId, RowMask};
 pub use search::{Hit, RowPredicate, SearchStats, PRUNE_MIN_ROWS, TASK_ROWS as SCAN_TASK_ROWS};
 pub use tags::{RowTags, TagRange};

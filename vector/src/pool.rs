@@ -49,6 +49,18 @@ pub fn effective(threads: usize) -> usize {
     }
 }
 
+/// Runs `job` where a search's `threads` count says (see the module
+/// docs): on the current pool for `0` (or when its size is what `n`
+/// asks), else on the dedicated pool of [`effective`]`(n)` threads. For
+/// `1` the caller runs `job`'s work sequentially itself rather than ask.
+pub fn install<R: Send>(threads: usize, job: impl FnOnce() -> R + Send) -> Result<R> {
+    let n = effective(threads);
+    if threads == 0 || n == rayon::current_num_threads() {
+        return Ok(job());
+    }
+    Ok(pool(n)?.install(job))
+}
+
 /// Folds `items` into one accumulator on `threads` threads (see the module
 /// docs). `merge` must be associative and, for deterministic results,
 /// insensitive to how the items were grouped.
