@@ -1185,12 +1185,34 @@ fn explain_uses_an_index_only_when_selective() {
             "[{}] {plan}",
             t.backend
         );
+        // An $or beside other conditions, unselective (`flag`) or not
+        // indexed (`n`): the union of its branches still narrows the rest.
+        for f in [
+            doc! { "flag": true, "$or": [ { "status": "s1" }, { "status": "s2" } ] },
+            doc! { "n": { "$lt": 900 }, "$or": [ { "status": "s1" }, { "tags": "t3", "n": 5 } ] },
+        ] {
+            let plan = explain(f.clone());
+            assert!(
+                matches!(&plan.source, Source::IndexMerge { op: MergeOp::Or, inputs, .. } if inputs.len() == 2),
+                "[{}] {f}: {plan}",
+                t.backend
+            );
+        }
+        // Beside a more selective condition, that condition's index alone.
+        let plan = explain(doc! { "status": "s3", "$or": [ { "tags": "t1" }, { "tags": "t2" } ] });
+        assert!(
+            matches!(&plan.source, Source::IndexScan { field, .. } if field == "status"),
+            "[{}] {plan}",
+            t.backend
+        );
 
         // And each of them returns what a full scan finds.
         for f in [
             doc! { "status": "s7" },
             doc! { "flag": true, "status": "s8" },
             doc! { "$or": [ { "status": "s1" }, { "status": "s2" } ] },
+            doc! { "flag": true, "$or": [ { "status": "s1" }, { "status": "s2" } ] },
+            doc! { "n": { "$lt": 900 }, "$or": [ { "status": "s1" }, { "tags": "t3", "n": 5 } ] },
             doc! { "status": { "$in": ["s3", "s4", "nope"] }, "tags": "t3" },
             doc! { "tags": { "$all": ["t1", "t2"] }, "n": { "$lt": 500 } },
         ] {

@@ -218,6 +218,11 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
         ("zero matches", doc! { "cat": 1000 }),
         ("10% unindexed range", doc! { "meta.score": { "$lt": 100 } }),
         ("or of indexed", doc! { "$or": [{ "cat": 1 }, { "cat": 2 }] }),
+        // An $or beside an unindexed condition: a union of index scans.
+        (
+            "or of indexed beside a range",
+            doc! { "meta.score": { "$lt": 500 }, "$or": [{ "cat": 1 }, { "cat": 2 }] },
+        ),
         // One key range over several values of a field without arrays: its
         // rows come unsorted from several posting lists.
         ("5% indexed range", doc! { "cat": { "$gte": 40, "$lt": 45 } }),

@@ -4,8 +4,11 @@
 //! entries (up to a cap); the most selective becomes the source, others join
 //! an intersection only when they are nearly as selective (reading a large
 //! index range to intersect costs more than filtering the few documents the
-//! best one yields). An `$or` uses a union of index scans when every branch
-//! is indexable and the union is small; otherwise the collection is scanned.
+//! best one yields). An `$or`, the whole filter or one of its conjuncts
+//! (`{status: "a", $or: [...]}`), is a candidate too: a union of index scans
+//! (each branch's most selective), when every branch is indexable, estimated
+//! at the sum of its inputs. With no candidate selective enough, the
+//! collection is scanned.
 
 use slate_core::{CollectionRead, Part};
 
@@ -166,7 +169,7 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
                 // One index and no `$or`: that index is the source whatever
                 // its count, so it is counted only as far as the limit (an
                 // exact estimate when fewer match).
-                let only = preds.len() == 1 && !matches!(filter, Filter::Or(_));
+                let only = preds.len() == 1 && !conjuncts(filter).iter().any(|c| matches!(c, Filter::Or(_)));
                 cap = if only {
                     cap.min(want.max(1))
                 } else {
@@ -197,7 +200,7 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
 /// Chooses among the index sources of `filter` (its index predicates
 /// `preds`) by estimates counted up to `cap`: the chosen source (a scan when
 /// no index is selective enough), and, when that reads no index, the most
-/// selective single index scan, capped or not.
+/// selective index candidate (an index scan, capped or not, or a union).
 fn choose_source(
     read: &CollectionRead<'_>,
     parts: &[Part],
@@ -211,6 +214,11 @@ fn choose_source(
     let mut candidates = Vec::new();
     for p in preds {
         candidates.push(estimate_predicate(read, parts, p, cap, counter)?);
+    }
+    for conjunct in conjuncts(filter) {
+        if let Filter::Or(branches) = conjunct {
+            candidates.extend(union_source(read, parts, branches, cap, counter)?);
+        }
     }
     // Uncapped estimates first, most selective first; a capped one means
     // "more than the cap": never selective enough.
@@ -235,7 +243,7 @@ fn choose_source(
         }
     }
     // Moved, not cloned: only wanted when no index was chosen (the
-    // candidates are then all still here).
+    // candidates are then all still here). A union is never capped.
     let most_selective = if source.uses_index() {
         None
     } else {
@@ -246,39 +254,49 @@ fn choose_source(
             .map(|(i, _)| i);
         best.map(|i| candidates.swap_remove(i))
     };
-    if !source.uses_index() {
-        if let Filter::Or(branches) = filter {
-            let mut inputs = Vec::new();
-            let mut sum = 0u64;
-            for branch in branches {
-                // Each branch's most selective conjunct.
-                let mut best: Option<Source> = None;
-                for p in index_predicates(read, branch)? {
-                    let s = estimate_predicate(read, parts, p, cap, counter)?;
-                    if best.as_ref().is_none_or(|b| s.estimate() < b.estimate()) {
-                        best = Some(s);
-                    }
-                }
-                match best {
-                    Some(Source::IndexScan { capped: true, .. }) | None => {
-                        inputs.clear();
-                        sum = u64::MAX;
-                        break;
-                    }
-                    Some(s) => {
-                        sum += s.estimate();
-                        inputs.push(s);
-                    }
-                }
+    Ok((source, most_selective))
+}
+
+/// The conjuncts of `filter`: an `$and`'s children (the parser flattens
+/// nested ones), or the filter itself.
+fn conjuncts(filter: &Filter) -> &[Filter] {
+    match filter {
+        Filter::And(children) => children,
+        other => std::slice::from_ref(other),
+    }
+}
+
+/// A union of index scans answering `$or` `branches`: each branch's most
+/// selective indexable conjunct, counted up to `cap`; `None` when a branch
+/// has none, or only one over the cap (a union of it could not be small).
+fn union_source(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    branches: &[Filter],
+    cap: u64,
+    counter: Option<Counter<'_>>,
+) -> Result<Option<Source>> {
+    let mut inputs = Vec::new();
+    let mut sum = 0u64;
+    for branch in branches {
+        let mut best: Option<Source> = None;
+        for p in index_predicates(read, branch)? {
+            let s = estimate_predicate(read, parts, p, cap, counter)?;
+            if best.as_ref().is_none_or(|b| s.estimate() < b.estimate()) {
+                best = Some(s);
             }
-            if !inputs.is_empty() && sum.saturating_mul(LOOKUP_COST) < total {
-                source = Source::IndexMerge {
-                    op: MergeOp::Or,
-                    inputs,
-                    estimate: sum,
-                };
+        }
+        match best {
+            Some(Source::IndexScan { capped: true, .. }) | None => return Ok(None),
+            Some(s) => {
+                sum = sum.saturating_add(s.estimate());
+                inputs.push(s);
             }
         }
     }
-    Ok((source, most_selective))
+    Ok((!inputs.is_empty()).then_some(Source::IndexMerge {
+        op: MergeOp::Or,
+        inputs,
+        estimate: sum,
+    }))
 }
