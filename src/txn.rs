@@ -176,13 +176,8 @@ impl<'db> Transaction<'db> {
     /// returns how many were deleted.
     pub fn delete(&mut self, collection: &str, parts: &[Part], filter: &Document, many: bool) -> Result<u64> {
         let keys = self.matches(collection, parts, filter, if many { None } else { Some(1) })?;
-        let mut n = 0;
-        for key in keys {
-            if self.inner.delete_key(collection, &key)? {
-                n += 1;
-            }
-        }
-        Ok(n)
+        // Every match read before any is deleted: a failed read deletes none.
+        Ok(self.inner.delete_keys(collection, &keys)?)
     }
 
     /// Creates an index over the existing documents.

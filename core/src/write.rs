@@ -866,10 +866,47 @@ impl<'db> WriteTxn<'db> {
         self.delete_encoded(&config, part, id)
     }
 
+    /// Deletes the documents stored under `doc_keys` (as found by a query;
+    /// a key named twice counts once); returns how many there were. Every
+    /// document is read before any is deleted, so a read that fails leaves
+    /// the transaction as it was.
+    pub fn delete_keys(&mut self, collection: &str, doc_keys: &[Vec<u8>]) -> Result<u64> {
+        let config = self.config(collection)?;
+        let mut seen = std::collections::HashSet::with_capacity(doc_keys.len());
+        let mut doomed = Vec::with_capacity(doc_keys.len());
+        for key in doc_keys {
+            if !seen.insert(key.as_slice()) {
+                continue;
+            }
+            let (part, id) = split_doc_key(&config, key)?;
+            if let Some(old) = self.load_old(&config, part, id)? {
+                doomed.push((part, id, old));
+            }
+        }
+        let n = doomed.len() as u64;
+        for (part, id, old) in doomed {
+            self.remove_loaded(&config, part, id, old)?;
+        }
+        Ok(n)
+    }
+
     fn delete_encoded(&mut self, config: &CollectionConfig, part: &[u8], id_enc: &[u8]) -> Result<bool> {
         let Some(old) = self.load_old(config, part, id_enc)? else {
             return Ok(false);
         };
+        self.remove_loaded(config, part, id_enc, old)?;
+        Ok(true)
+    }
+
+    /// Deletes the document `old` (as [`load_old`](Self::load_old) read it)
+    /// with its index entries and vectors.
+    fn remove_loaded(
+        &mut self,
+        config: &CollectionConfig,
+        part: &[u8],
+        id_enc: &[u8],
+        old: Prepared,
+    ) -> Result<()> {
         let cf = collection_cf(&config.name);
         let dk = keys::doc_key(part, id_enc);
         for k in &old.index_keys {
@@ -882,7 +919,7 @@ impl<'db> WriteTxn<'db> {
         }
         self.txn.delete(&cf, dk)?;
         self.bump_count(&config.name, part, -1);
-        Ok(true)
+        Ok(())
     }
 
     /// Creates an index on `field` over the documents already there, in this

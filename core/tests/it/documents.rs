@@ -653,16 +653,26 @@ fn a_bulk_insert_merges_with_the_transactions_earlier_writes() {
     }
 }
 
-/// A MemoryStore whose reads of one key fail, as a disk read might.
+/// A MemoryStore whose point reads of one key fail, as a disk read might
+/// (the key can be changed, so that a test can write first).
 #[derive(Debug)]
 struct FailingKey {
     store: MemoryStore,
-    key: Vec<u8>,
+    key: std::sync::Mutex<Vec<u8>>,
+}
+
+impl FailingKey {
+    fn new(key: Vec<u8>) -> Self {
+        Self {
+            store: MemoryStore::new(),
+            key: std::sync::Mutex::new(key),
+        }
+    }
 }
 
 struct FailingSnapshot<'a> {
     snap: Arc<dyn Snapshot + 'a>,
-    key: &'a [u8],
+    key: Vec<u8>,
 }
 
 impl Snapshot for FailingSnapshot<'_> {
@@ -689,7 +699,11 @@ impl Store for FailingKey {
     fn snapshot(&self) -> Arc<dyn Snapshot + '_> {
         Arc::new(FailingSnapshot {
             snap: self.store.snapshot(),
-            key: &self.key,
+            key: self
+                .key
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
         })
     }
     fn create_cf(&self, name: &str) -> slate_core::Result<()> {
@@ -714,10 +728,7 @@ fn a_bulk_insert_that_fails_reading_the_store_stages_nothing() {
     // The read of the multikey marker of `tags` fails: the second document
     // holds an array there, so the bulk insert reads the marker after the
     // first document is prepared.
-    let store = FailingKey {
-        store: MemoryStore::new(),
-        key: slate_core::keys::multikey_key("tags"),
-    };
+    let store = FailingKey::new(slate_core::keys::multikey_key("tags"));
     let db = Database::open(Arc::new(store)).expect("db");
     db.create_collection(
         CollectionConfig::new("c")
@@ -749,6 +760,53 @@ fn a_bulk_insert_that_fails_reading_the_store_stages_nothing() {
         1,
         "no vector of a document the failed call did not write"
     );
+    integrity(&db, "c");
+}
+
+/// A delete of many documents reads them all before it deletes any: one
+/// that cannot be read leaves the transaction as it was. (Deleting one key
+/// at a time, as the facade's `delete_many` did, left the documents before
+/// it deleted in a transaction the caller could still commit.)
+#[test]
+fn a_delete_of_many_that_fails_reading_a_document_deletes_none() {
+    let key = |id: i32| {
+        let id = slate_core::value::encode_id(&Bson::Int32(id)).expect("id");
+        slate_core::keys::doc_key(b"", &id)
+    };
+    let store = Arc::new(FailingKey::new(Vec::new()));
+    let db = Database::open(Arc::clone(&store) as Arc<dyn Store>).expect("db");
+    db.create_collection(CollectionConfig::new("c").index("k").vector("e", 2, Metric::L2))
+        .expect("create");
+    let mut txn = db.begin_write().expect("txn");
+    for id in 1..=4 {
+        txn.insert("c", doc! { "_id": id, "k": id % 2, "e": [f64::from(id), 0.0] })
+            .expect("insert");
+    }
+    txn.commit().expect("commit");
+    *store.key.lock().expect("lock") = key(3);
+
+    let mut txn = db.begin_write().expect("txn");
+    let err = txn
+        .delete_keys("c", &[key(1), key(2), key(3), key(4)])
+        .expect_err("document 3 cannot be read");
+    assert!(err.to_string().contains("injected"), "{err}");
+    // The transaction goes on after the error, as a caller may let it; a
+    // key named twice is one document.
+    assert_eq!(txn.delete_keys("c", &[key(4), key(4)]).expect("delete"), 1);
+    txn.commit().expect("commit");
+    let read = db.read();
+    let c = read.collection("c").expect("c");
+    assert_eq!(c.count(&Part::none()).expect("count"), 3);
+    assert_eq!(c.vectors("e").expect("view").len(), 3);
+    for id in 1..=2 {
+        assert!(
+            c.get_by_id(&Part::none(), &Bson::Int32(id))
+                .expect("get")
+                .is_some(),
+            "{id} kept"
+        );
+    }
+    *store.key.lock().expect("lock") = Vec::new();
     integrity(&db, "c");
 }
 
