@@ -768,6 +768,33 @@ impl<'db> WriteTxn<'db> {
                 });
             }
         }
+        // Every collection's markers first, once: their reads (the only
+        // ones a write makes) all come before the first document is
+        // written, so a failed read (a disk error) stages nothing.
+        let mut marks: Vec<(&str, bool, std::collections::BTreeSet<&String>)> = Vec::new();
+        for s in &staged {
+            let i = match marks.iter().position(|(c, ..)| *c == s.collection) {
+                Some(i) => i,
+                None => {
+                    marks.push((&s.collection, false, Default::default()));
+                    marks.len() - 1
+                }
+            };
+            marks[i].1 |= matches!(s.new.id, Bson::Int32(_));
+            marks[i].2.extend(&s.new.multikey);
+        }
+        let marks: Vec<(String, bool, Vec<String>)> = marks
+            .into_iter()
+            .map(|(c, int32, fields)| (c.to_owned(), int32, fields.into_iter().cloned().collect()))
+            .collect();
+        for (collection, int32, fields) in &marks {
+            let current = match config.take() {
+                Some(c) if &c.name == collection => c,
+                _ => self.config(collection)?,
+            };
+            self.mark(&current, &collection_cf(collection), *int32, fields)?;
+            config = Some(current);
+        }
         let n = staged.len() as u64;
         for StagedReplace {
             collection, new, old, ..
@@ -777,7 +804,10 @@ impl<'db> WriteTxn<'db> {
                 Some(c) if c.name == collection => c,
                 _ => self.config(&collection)?,
             };
-            self.write(&current, new, Some(&old))?;
+            let cf = collection_cf(&collection);
+            let mut puts = Vec::new();
+            self.write_into(&current, &cf, new, Some(&old), &mut puts)?;
+            self.txn.put_many(&cf, puts)?;
             config = Some(current);
         }
         Ok(n)

@@ -810,6 +810,60 @@ fn a_delete_of_many_that_fails_reading_a_document_deletes_none() {
     integrity(&db, "c");
 }
 
+/// Replacements staged together are written together or not at all: the
+/// only reads a write makes (the collection's markers) all come first. A
+/// second document's array at an indexed field needs that field's
+/// multikey marker read; when it fails, the first document, which needed
+/// none, is not written either.
+#[test]
+fn staged_replacements_that_fail_reading_a_marker_write_none() {
+    let key = |id: i32| {
+        let id = slate_core::value::encode_id(&Bson::Int32(id)).expect("id");
+        slate_core::keys::doc_key(b"", &id)
+    };
+    let store = Arc::new(FailingKey::new(Vec::new()));
+    let db = Database::open(Arc::clone(&store) as Arc<dyn Store>).expect("db");
+    db.create_collection(CollectionConfig::new("c").index("tags"))
+        .expect("create");
+    let mut txn = db.begin_write().expect("txn");
+    for id in 1..=2 {
+        txn.insert("c", doc! { "_id": id, "tags": "a" }).expect("insert");
+    }
+    txn.commit().expect("commit");
+    *store.key.lock().expect("lock") = slate_core::keys::multikey_key("tags");
+
+    let mut txn = db.begin_write().expect("txn");
+    let staged: Vec<_> = [
+        (1, Bson::from("b")),
+        (2, Bson::Array(vec!["c".into(), "d".into()])),
+    ]
+    .into_iter()
+    .filter_map(|(id, tags)| {
+        txn.stage_replace("c", &key(id), doc! { "_id": id, "tags": tags })
+            .expect("stage")
+    })
+    .collect();
+    assert_eq!(staged.len(), 2);
+    let err = txn.write_staged(staged).expect_err("the marker cannot be read");
+    assert!(err.to_string().contains("injected"), "{err}");
+    txn.commit().expect("commit");
+    *store.key.lock().expect("lock") = Vec::new();
+    let read = db.read();
+    let c = read.collection("c").expect("c");
+    for id in 1..=2 {
+        let raw = c
+            .get_by_id(&Part::none(), &Bson::Int32(id))
+            .expect("get")
+            .expect("there");
+        assert_eq!(
+            raw.raw().expect("raw").get_str("tags").expect("tags"),
+            "a",
+            "{id} unchanged"
+        );
+    }
+    integrity(&db, "c");
+}
+
 #[test]
 fn index_counts_agree_with_the_documents_up_to_their_cap() {
     for (db, _dir) in databases() {
