@@ -618,16 +618,20 @@ fn search_cmd(args: SearchArgs) -> Result<(), CliError> {
         explain: args.explain,
     };
     let remote = remote(&args.target, &args.preload, &args.partitions)?;
+    // A load checks the queries against the collection it makes: they are
+    // read then, and not again.
+    let mut checked = None;
     let db = match remote {
         Some(_) => None,
         None => Some(prepare(&args.target, &args.preload, |config| {
             check_partitions(config, &args.partitions)?;
-            search::queries_for(config, &run).map(drop)
+            checked = Some(search::queries_for(config, &run)?);
+            Ok(())
         })?),
     };
     match (remote, db) {
-        (Some(coll), _) => search::run(&coll, &run),
-        (None, Some(db)) => search::run(&collection(&db, &args.target, &args.partitions)?, &run),
+        (Some(coll), _) => search::run(&coll, &run, None),
+        (None, Some(db)) => search::run(&collection(&db, &args.target, &args.partitions)?, &run, checked),
         (None, None) => Err(CliError::Usage("give --db DIR, --memory or --server ADDR".into())),
     }
 }

@@ -125,8 +125,13 @@ pub fn queries_for(config: &CollectionConfig, run: &SearchRun) -> Result<Vectors
     Ok(queries)
 }
 
-pub fn run(coll: &impl Searchable, run: &SearchRun) -> Result<(), CliError> {
-    let queries = queries_for(&coll.config()?, run)?;
+/// Runs the search and prints its answers; `queries` are the run's query
+/// vectors when already read and checked against `coll`'s configuration.
+pub fn run(coll: &impl Searchable, run: &SearchRun, queries: Option<Vectors>) -> Result<(), CliError> {
+    let queries = match queries {
+        Some(queries) => queries,
+        None => queries_for(&coll.config()?, run)?,
+    };
     let n = queries.len();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

@@ -853,3 +853,64 @@ fn a_reader_that_stops_early_is_not_an_error() {
     );
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `--queries /dev/stdin` beside `--load`: the queries are read once, when
+/// the load checks them, and that read is the one searched (a second read
+/// of the pipe found it empty).
+#[cfg(unix)]
+#[test]
+fn queries_piped_in_are_read_once_beside_a_load() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let docs = dir.path().join("docs.jsonl");
+    std::fs::write(
+        &docs,
+        jsonl(&(0..4).map(|i| format!("{{\"_id\": {i}}}")).collect::<Vec<_>>()),
+    )
+    .expect("write");
+    let vectors = dir.path().join("v.f32");
+    f32_file(&vectors, &[[0.0, 0.0], [1.0, 0.0], [3.0, 0.0], [2.0, 0.0]]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slate"))
+        .args([
+            "search",
+            "--memory",
+            "--collection",
+            "c",
+            "--load",
+            s(&docs),
+            "--vectors",
+            s(&vectors),
+            "--vector-field",
+            "v",
+            "--dim",
+            "2",
+            "--field",
+            "v",
+            "--queries",
+            "/dev/stdin",
+            "--k",
+            "2",
+            "--quiet",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn slate");
+    let query: Vec<u8> = [2.9f32, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    child.stdin.take().expect("stdin").write_all(&query).expect("write the query");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = parse_lines(&String::from_utf8(out.stdout).expect("utf-8"));
+    // One answer, then the summary.
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[1]["summary"]["queries"], 1, "{lines:?}");
+    let ids: Vec<i64> = lines[0]["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| h["_id"].as_i64().expect("_id"))
+        .collect();
+    assert_eq!(ids, [2, 3]);
+}
