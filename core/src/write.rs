@@ -770,7 +770,9 @@ impl<'db> WriteTxn<'db> {
         }
         // Every collection's markers first, once: their reads (the only
         // ones a write makes) all come before the first document is
-        // written, so a failed read (a disk error) stages nothing.
+        // written, so a failed read (a disk error) writes no document. (With
+        // several collections, the markers of those before it may stay: a
+        // marker only makes the planner more careful.)
         let mut marks: Vec<(&str, bool, std::collections::BTreeSet<&String>)> = Vec::new();
         for s in &staged {
             let i = match marks.iter().position(|(c, ..)| *c == s.collection) {
@@ -910,12 +912,15 @@ impl<'db> WriteTxn<'db> {
             }
             let (part, id) = split_doc_key(&config, key)?;
             if let Some(old) = self.load_old(&config, part, id)? {
-                doomed.push((part, id, old));
+                // What the removal needs, not the document and its vectors:
+                // a delete of a million documents holds no million copies.
+                let fields: Vec<String> = old.vectors.into_iter().map(|(field, _)| field).collect();
+                doomed.push((part, id, old.index_keys, fields));
             }
         }
         let n = doomed.len() as u64;
-        for (part, id, old) in doomed {
-            self.remove_loaded(&config, part, id, old)?;
+        for (part, id, index_keys, fields) in doomed {
+            self.remove_loaded(&config, part, id, &index_keys, &fields)?;
         }
         Ok(n)
     }
@@ -924,25 +929,27 @@ impl<'db> WriteTxn<'db> {
         let Some(old) = self.load_old(config, part, id_enc)? else {
             return Ok(false);
         };
-        self.remove_loaded(config, part, id_enc, old)?;
+        let fields: Vec<String> = old.vectors.into_iter().map(|(field, _)| field).collect();
+        self.remove_loaded(config, part, id_enc, &old.index_keys, &fields)?;
         Ok(true)
     }
 
-    /// Deletes the document `old` (as [`load_old`](Self::load_old) read it)
-    /// with its index entries and vectors.
+    /// Deletes a document as [`load_old`](Self::load_old) read it: its
+    /// index entries `index_keys` and its vectors of `fields`.
     fn remove_loaded(
         &mut self,
         config: &CollectionConfig,
         part: &[u8],
         id_enc: &[u8],
-        old: Prepared,
+        index_keys: &[Vec<u8>],
+        fields: &[String],
     ) -> Result<()> {
         let cf = collection_cf(&config.name);
         let dk = keys::doc_key(part, id_enc);
-        for k in &old.index_keys {
+        for k in index_keys {
             self.txn.delete(&cf, k.clone())?;
         }
-        for (field, _) in &old.vectors {
+        for field in fields {
             self.txn.delete(&cf, keys::vector_key(part, field, id_enc))?;
             self.vector_ops
                 .push((config.name.clone(), field.clone(), VectorOp::Delete(dk.clone())));

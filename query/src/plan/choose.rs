@@ -169,7 +169,7 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
                 // One index and no `$or`: that index is the source whatever
                 // its count, so it is counted only as far as the limit (an
                 // exact estimate when fewer match).
-                let only = preds.len() == 1 && !conjuncts(filter).iter().any(|c| matches!(c, Filter::Or(_)));
+                let only = preds.len() == 1 && !filter.conjuncts().iter().any(|c| matches!(c, Filter::Or(_)));
                 cap = if only {
                     cap.min(want.max(1))
                 } else {
@@ -215,9 +215,17 @@ fn choose_source(
     for p in preds {
         candidates.push(estimate_predicate(read, parts, p, cap, counter)?);
     }
-    for conjunct in conjuncts(filter) {
+    // A union is counted only as far as it could still be chosen: beside
+    // an index scan it must come within the intersection's factor of it.
+    let best_scan = candidates
+        .iter()
+        .filter(|s| !matches!(s, Source::IndexScan { capped: true, .. }))
+        .map(Source::estimate)
+        .min();
+    let union_cap = best_scan.map_or(cap, |e| cap.min(e.max(1).saturating_mul(INTERSECT_FACTOR)));
+    for conjunct in filter.conjuncts() {
         if let Filter::Or(branches) = conjunct {
-            candidates.extend(union_source(read, parts, branches, cap, counter)?);
+            candidates.extend(union_source(read, parts, branches, union_cap, counter)?);
         }
     }
     // Uncapped estimates first, most selective first; a capped one means
@@ -243,13 +251,15 @@ fn choose_source(
         }
     }
     // Moved, not cloned: only wanted when no index was chosen (the
-    // candidates are then all still here). A union is never capped.
+    // candidates are then all still here). An index scan: a limited find
+    // streams it, where a union reads every branch's keys first.
     let most_selective = if source.uses_index() {
         None
     } else {
         let best = candidates
             .iter()
             .enumerate()
+            .filter(|(_, s)| matches!(s, Source::IndexScan { .. }))
             .min_by_key(|(_, s)| (s.estimate(), capped(s)))
             .map(|(i, _)| i);
         best.map(|i| candidates.swap_remove(i))
@@ -257,18 +267,11 @@ fn choose_source(
     Ok((source, most_selective))
 }
 
-/// The conjuncts of `filter`: an `$and`'s children (the parser flattens
-/// nested ones), or the filter itself.
-fn conjuncts(filter: &Filter) -> &[Filter] {
-    match filter {
-        Filter::And(children) => children,
-        other => std::slice::from_ref(other),
-    }
-}
-
 /// A union of index scans answering `$or` `branches`: each branch's most
-/// selective indexable conjunct, counted up to `cap`; `None` when a branch
-/// has none, or only one over the cap (a union of it could not be small).
+/// selective indexable conjunct; `None` when a branch has none, or when
+/// counting the index found the branches together over `cap` (each branch
+/// is counted only up to what the ones before it left of `cap`; a
+/// `counter` counts exactly, uncapped).
 fn union_source(
     read: &CollectionRead<'_>,
     parts: &[Part],
@@ -278,11 +281,16 @@ fn union_source(
 ) -> Result<Option<Source>> {
     let mut inputs = Vec::new();
     let mut sum = 0u64;
+    let capped = |s: &Source| matches!(s, Source::IndexScan { capped: true, .. });
     for branch in branches {
+        let left = cap.saturating_sub(sum);
         let mut best: Option<Source> = None;
         for p in index_predicates(read, branch)? {
-            let s = estimate_predicate(read, parts, p, cap, counter)?;
-            if best.as_ref().is_none_or(|b| s.estimate() < b.estimate()) {
+            let s = estimate_predicate(read, parts, p, left, counter)?;
+            if best
+                .as_ref()
+                .is_none_or(|b| (s.estimate(), capped(&s)) < (b.estimate(), capped(b)))
+            {
                 best = Some(s);
             }
         }
