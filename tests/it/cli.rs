@@ -899,7 +899,12 @@ fn queries_piped_in_are_read_once_beside_a_load() {
         .spawn()
         .expect("spawn slate");
     let query: Vec<u8> = [2.9f32, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect();
-    child.stdin.take().expect("stdin").write_all(&query).expect("write the query");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&query)
+        .expect("write the query");
     let out = child.wait_with_output().expect("wait");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let lines = parse_lines(&String::from_utf8(out.stdout).expect("utf-8"));
