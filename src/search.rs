@@ -87,6 +87,15 @@ impl<'c> Search<'c> {
         self
     }
 
+    /// Refuses the search (an `InvalidQuery` error) when its hits'
+    /// documents would hold more than `bytes`: their stored bytes, counted
+    /// a few documents at a time as they are read, before they are built.
+    /// Hits of `_id`s only are not counted. Default: no bound.
+    pub fn max_bytes(mut self, bytes: usize) -> Self {
+        self.spec.max_hit_bytes = Some(bytes);
+        self
+    }
+
     /// Runs the search and returns what it did too.
     pub fn explain(mut self) -> Result<(Vec<SearchHit>, SearchExplain)> {
         // Parsed again for its error (parsing is deterministic; were it to
@@ -122,11 +131,30 @@ impl Collection {
         threads: usize,
         projection: Option<&[String]>,
     ) -> Result<Vec<Vec<SearchHit>>> {
+        self.search_batch_within(field, queries, k, threads, projection, None)
+    }
+
+    /// [`search_batch`](Self::search_batch), refused (an `InvalidQuery`
+    /// error) when the hits' documents of all its queries together would
+    /// hold more than `max_bytes` (see [`Search::max_bytes`]).
+    pub fn search_batch_within(
+        &self,
+        field: &str,
+        queries: &[f32],
+        k: usize,
+        threads: usize,
+        projection: Option<&[String]>,
+        max_bytes: Option<usize>,
+    ) -> Result<Vec<Vec<SearchHit>>> {
         let txn = self.db.inner.read();
         let read = txn.collection(&self.name)?;
         let parts = self.parts(&read)?;
+        let hits = slate_query::BatchHits {
+            projection,
+            max_bytes,
+        };
         Ok(slate_query::search_batch(
-            &read, &parts, field, queries, k, threads, projection,
+            &read, &parts, field, queries, k, threads, hits,
         )?)
     }
 

@@ -21,5 +21,7 @@ pub use exec::{decode_document, decode_raw, matching_keys, Cursor, Decode, ExecS
 pub use filter::{ElemMatch, FieldPath, Filter, FilterError, Interval, Predicate};
 pub use plan::{plan_find, FindSpec, MergeOp, Plan, Source};
 pub use projection::{check_projection, check_sort, MAX_PROJECTION_PATHS, MAX_SORT_FIELDS};
-pub use search::{search, search_batch, CostModel, SearchExplain, SearchHit, SearchSpec, Strategy};
+pub use search::{
+    search, search_batch, BatchHits, CostModel, HitBytes, SearchExplain, SearchHit, SearchSpec, Strategy,
+};
 pub use update::{equality_on, equality_seed, Update, UpdateError};

@@ -94,7 +94,56 @@ pub struct SearchSpec {
     /// (see [`search`]): the search runs as a filter's first one does.
     /// Benchmarks of first searches set it.
     pub fresh: bool,
+    /// Most bytes the hits' documents may hold (see [`HitBytes`]); `None`:
+    /// no bound.
+    pub max_hit_bytes: Option<usize>,
 }
+
+/// A bound on the bytes of the documents a search's hits carry: each
+/// document's stored bytes, plus every vector field's `dim × 9` (the most
+/// its numbers take as BSON doubles), added up a few documents at a time
+/// as they are read and before any is built, so a search refused for it
+/// has built nothing beyond the bound (a server's reply bound: `k` up to
+/// 100,000 hits of documents up to 16 MiB each). Shared by the queries of
+/// a batch. Hits of `_id`s only are not counted.
+#[derive(Debug, Clone, Copy)]
+pub struct HitBytes {
+    max: usize,
+    used: usize,
+}
+
+impl HitBytes {
+    /// A bound of `max` bytes, none used.
+    pub fn new(max: usize) -> Self {
+        Self { max, used: 0 }
+    }
+
+    fn take(&mut self, bytes: usize) -> Result<()> {
+        self.used = self.used.saturating_add(bytes);
+        if self.used > self.max {
+            return Err(Error::InvalidQuery {
+                reason: format!(
+                    "the hits' documents hold more than {} bytes: ask for fewer hits or fields",
+                    self.max
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What the hits of a [`search_batch`] carry.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BatchHits<'a> {
+    /// Fields beside `_id` (`None`: `_id` only).
+    pub projection: Option<&'a [String]>,
+    /// Most bytes the documents of all the queries' hits may hold (see
+    /// [`HitBytes`]); `None`: no bound.
+    pub max_bytes: Option<usize>,
+}
+
+/// Hits whose documents are read (and counted) together.
+const HIT_CHUNK: usize = 64;
 
 /// One hit: the document (its `_id` and projected fields) and its distance.
 #[derive(Debug, Clone, PartialEq)]
@@ -902,6 +951,17 @@ pub fn search(
     parts: &[Part],
     spec: &SearchSpec,
 ) -> Result<(Vec<SearchHit>, SearchExplain)> {
+    let mut bound = spec.max_hit_bytes.map(HitBytes::new);
+    search_within(read, parts, spec, bound.as_mut())
+}
+
+/// [`search`], its hits' documents counted against `bound`.
+fn search_within(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    spec: &SearchSpec,
+    bound: Option<&mut HitBytes>,
+) -> Result<(Vec<SearchHit>, SearchExplain)> {
     crate::check_projection(spec.projection.as_deref())?;
     let view = read.vectors(&spec.field)?;
     if spec.k == 0 {
@@ -1281,7 +1341,8 @@ pub fn search(
         }
     };
     explain.docs_checked += checker.checked.load(Ordering::Relaxed);
-    let out = materialize_hits(read, &hits, spec.projection.as_deref())?;
+    let ids_only = ids_only(read, spec.projection.as_deref())?;
+    let out = materialize_hits_as(read, &hits, spec.projection.as_deref(), ids_only, bound)?;
     Ok((out, explain))
 }
 
@@ -1426,16 +1487,6 @@ fn sample_selectivity(view: &CacheView, checker: &Checker<'_, '_>) -> f64 {
     (hit as f64 + 0.5) / (seen as f64 + 1.0)
 }
 
-/// Reads the hit documents (one batched read) and projects them.
-pub fn materialize_hits(
-    read: &CollectionRead<'_>,
-    hits: &[Hit],
-    projection: Option<&[String]>,
-) -> Result<Vec<SearchHit>> {
-    let ids_only = ids_only(read, projection)?;
-    materialize_hits_as(read, hits, projection, ids_only)
-}
-
 /// Whether hits can be built from their keys alone: only `_id` wanted, and
 /// every key decodes to its document's exact `_id`, so no document need be
 /// read (a visible row's document exists at the same snapshot).
@@ -1443,21 +1494,17 @@ fn ids_only(read: &CollectionRead<'_>, projection: Option<&[String]>) -> Result<
     Ok(projection.is_none_or(<[String]>::is_empty) && read.ids_decode_exactly()?)
 }
 
-/// [`materialize_hits`] with [`ids_only`] already asked.
+/// The hits' documents, projected: built from their keys when
+/// [`ids_only`], else read (a batch, or a chunk at a time under `bound`).
 fn materialize_hits_as(
     read: &CollectionRead<'_>,
     hits: &[Hit],
     projection: Option<&[String]>,
     ids_only: bool,
+    mut bound: Option<&mut HitBytes>,
 ) -> Result<Vec<SearchHit>> {
     let empty: [String; 0] = [];
     let fields = projection.unwrap_or(&empty);
-    let docs = if ids_only {
-        Vec::new()
-    } else {
-        let keys: Vec<&[u8]> = hits.iter().map(|h| &*h.id).collect();
-        read.get_keys(&keys)?
-    };
     // The hits come from one committed cache view, where an id has at most
     // one visible row (a commit retires an id's live row at the version its
     // new row is born), so no id repeats and none need be looked for.
@@ -1487,15 +1534,30 @@ fn materialize_hits_as(
         }
         return Ok(out);
     }
-    for (hit, doc) in hits.iter().zip(docs) {
-        let Some(doc) = doc else { continue };
-        let projected = read.materialize(&doc, Some(fields))?;
-        let id = projected.get("_id").cloned().unwrap_or(Bson::Null);
-        out.push(SearchHit {
-            id,
-            distance: hit.distance,
-            doc: projected,
-        });
+    let vector_bytes: usize = read.config().vectors.iter().map(|vf| vf.dim * 9).sum();
+    // Without a bound, one batched read; with one, a chunk at a time, each
+    // chunk's documents counted before they are built.
+    let chunk = if bound.is_some() {
+        HIT_CHUNK
+    } else {
+        hits.len().max(1)
+    };
+    for hits in hits.chunks(chunk) {
+        let keys: Vec<&[u8]> = hits.iter().map(|h| &*h.id).collect();
+        let docs = read.get_keys(&keys)?;
+        if let Some(bound) = bound.as_deref_mut() {
+            bound.take(docs.iter().flatten().map(|d| d.bytes.len() + vector_bytes).sum())?;
+        }
+        for (hit, doc) in hits.iter().zip(docs) {
+            let Some(doc) = doc else { continue };
+            let projected = read.materialize(&doc, Some(fields))?;
+            let id = projected.get("_id").cloned().unwrap_or(Bson::Null);
+            out.push(SearchHit {
+                id,
+                distance: hit.distance,
+                doc: projected,
+            });
+        }
     }
     Ok(out)
 }
@@ -1508,9 +1570,14 @@ pub fn search_batch(
     queries: &[f32],
     k: usize,
     threads: usize,
-    projection: Option<&[String]>,
+    hits: BatchHits<'_>,
 ) -> Result<Vec<Vec<SearchHit>>> {
+    let BatchHits {
+        projection,
+        max_bytes,
+    } = hits;
     crate::check_projection(projection)?;
+    let mut bound = max_bytes.map(HitBytes::new);
     let view = read.vectors(field)?;
     // Every query checked (each error naming its own) and k refused at 0,
     // whichever way the batch then runs, even with no queries.
@@ -1533,7 +1600,7 @@ pub fn search_batch(
                     threads,
                     ..Default::default()
                 };
-                search(read, parts, &spec).map(|(h, _)| h)
+                search_within(read, parts, &spec, bound.as_mut()).map(|(h, _)| h)
             })
             .collect();
     }
@@ -1544,7 +1611,7 @@ pub fn search_batch(
     // One marker read for the batch, not one a query.
     let ids_only = ids_only(read, projection)?;
     all.iter()
-        .map(|hits| materialize_hits_as(read, hits, projection, ids_only))
+        .map(|hits| materialize_hits_as(read, hits, projection, ids_only, bound.as_mut()))
         .collect()
 }
 
@@ -1599,8 +1666,16 @@ mod tests {
             let got: Vec<Bson> = hits.into_iter().map(|h| h.id).collect();
             assert_eq!(got, [Bson::Int64(1), Bson::Int64(2)], "{strategy}");
         }
-        let batch =
-            search_batch(&own, &[Part::none()], "v", &[0.0, 0.0, 0.5, 0.0], 2, 1, None).expect("batch");
+        let batch = search_batch(
+            &own,
+            &[Part::none()],
+            "v",
+            &[0.0, 0.0, 0.5, 0.0],
+            2,
+            1,
+            BatchHits::default(),
+        )
+        .expect("batch");
         for hits in batch {
             let got: Vec<Bson> = hits.into_iter().map(|h| h.id).collect();
             assert_eq!(got, [Bson::Int64(1), Bson::Int64(2)]);

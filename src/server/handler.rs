@@ -298,7 +298,10 @@ fn search(db: &Db, a: SearchArgs) -> Outcome<SearchReply> {
         .k(k_of(a.k)?)
         .filter(filter(&a.filter)?)
         .strategy(strategy(&a.strategy)?)
-        .threads(threads(a.threads));
+        .threads(threads(a.threads))
+        // Refused before the hits' documents pass what a reply may carry,
+        // rather than built in full and refused as a frame.
+        .max_bytes(MAX_REPLY_BYTES);
     if let Some(p) = a.projection {
         s = s.project(p);
     }
@@ -345,24 +348,36 @@ fn search_batch(db: &Db, a: SearchBatchArgs) -> Outcome<SearchBatchReply> {
     }
     if filter.is_empty() && strategy == Strategy::Auto {
         let all = coll
-            .search_batch(&a.field, &vectors, k, threads, a.projection.as_deref())
+            .search_batch_within(
+                &a.field,
+                &vectors,
+                k,
+                threads,
+                a.projection.as_deref(),
+                Some(MAX_REPLY_BYTES),
+            )
             .map_err(slate)?;
         return Ok(SearchBatchReply {
             results: all.into_iter().map(hits).collect(),
         });
     }
     let mut results = Vec::with_capacity(vectors.len() / dim);
+    // What the answers so far carry is taken from the next query's bound.
+    let mut sent = 0usize;
     for q in vectors.chunks_exact(dim) {
         let mut s = coll
             .search(&a.field, q)
             .k(k)
             .filter(&filter)
             .strategy(strategy)
-            .threads(threads);
+            .threads(threads)
+            .max_bytes(MAX_REPLY_BYTES.saturating_sub(sent));
         if let Some(p) = &a.projection {
             s = s.project(p.clone());
         }
-        results.push(hits(s.run().map_err(slate)?));
+        let answer = hits(s.run().map_err(slate)?);
+        sent += answer.iter().map(|h| h.doc.0.len()).sum::<usize>();
+        results.push(answer);
     }
     Ok(SearchBatchReply { results })
 }

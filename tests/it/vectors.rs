@@ -1037,3 +1037,70 @@ fn kept_matches_belong_to_their_partitions() {
         }
     }
 }
+
+/// A search bounded by `max_bytes` is refused, naming the bound, once its
+/// hits' documents pass it (counted as they are read, before they are
+/// built), and answers in full under it; a batch counts all its queries'
+/// hits together. Hits of `_id`s only are not counted. (A server passes
+/// its reply bound: 100,000 hits of large documents used to be built in
+/// full, then refused as a frame.)
+#[test]
+fn a_search_past_its_byte_bound_is_refused_before_building_its_hits() {
+    for t in crate::backends() {
+        let coll =
+            t.db.create_collection(CollectionConfig::new("big").vector("v", 2, Metric::L2))
+                .expect("create");
+        let blob = "x".repeat(100_000);
+        coll.insert_many((0..200i64).map(|i| doc! { "_id": i, "v": [i as f64, 0.0], "blob": &blob, "n": i }))
+            .expect("insert");
+        let b = t.backend;
+        let search = |k: usize, bytes: usize| {
+            coll.search("v", &[0.0, 0.0])
+                .k(k)
+                .project(["n"])
+                .max_bytes(bytes)
+                .run()
+        };
+        // 10 documents of about 100 KB each.
+        let hits = search(10, 2_000_000).expect("under the bound");
+        assert_eq!(hits.len(), 10, "{b}");
+        assert_eq!(hits[3].doc.get_i64("n").expect("n"), 3, "{b}");
+        let err = search(10, 500_000).expect_err("past the bound").to_string();
+        assert!(err.contains("500000 bytes"), "{b}: {err}");
+        // Ids only: nothing counted.
+        let ids = coll
+            .search("v", &[0.0, 0.0])
+            .k(200)
+            .max_bytes(1)
+            .run()
+            .expect("ids");
+        assert_eq!(ids.len(), 200, "{b}");
+        // A batch of two queries of 10 hits: 20 documents together.
+        let queries = [0.0f32, 0.0, 100.0, 0.0];
+        let proj = ["n".to_owned()];
+        let within = |bytes| coll.search_batch_within("v", &queries, 10, 1, Some(&proj[..]), Some(bytes));
+        assert_eq!(within(4_000_000).expect("under").len(), 2, "{b}");
+        let err = within(1_500_000).expect_err("two queries pass it").to_string();
+        assert!(err.contains("1500000 bytes"), "{b}: {err}");
+
+        // A partitioned collection's batch runs its queries one by one,
+        // under the same bound.
+        let parted =
+            t.db.create_collection(CollectionConfig::new("parted").partition_key("t").vector(
+                "v",
+                2,
+                Metric::L2,
+            ))
+            .expect("create");
+        let tenant = parted.partition(1i64);
+        tenant
+            .insert_many(
+                (0..50i64).map(|i| doc! { "_id": i, "t": 1i64, "v": [i as f64, 0.0], "blob": &blob }),
+            )
+            .expect("insert");
+        let within = |bytes| tenant.search_batch_within("v", &queries, 10, 1, Some(&proj[..]), Some(bytes));
+        assert_eq!(within(4_000_000).expect("under").len(), 2, "{b}");
+        let err = within(1_500_000).expect_err("two queries pass it").to_string();
+        assert!(err.contains("1500000 bytes"), "{b}: {err}");
+    }
+}
