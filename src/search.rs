@@ -88,9 +88,10 @@ impl<'c> Search<'c> {
     }
 
     /// Refuses the search (an `InvalidQuery` error) when its hits'
-    /// documents would hold more than `bytes`: their stored bytes, counted
-    /// a few documents at a time as they are read, before they are built.
-    /// Hits of `_id`s only are not counted. Default: no bound.
+    /// documents, as projected, would hold more than `bytes` (their BSON
+    /// size, counted as each is built: a refused search holds at most the
+    /// bound and one document more). Hits of `_id` only are not counted.
+    /// Default: no bound.
     pub fn max_bytes(mut self, bytes: usize) -> Self {
         self.spec.max_hit_bytes = Some(bytes);
         self

@@ -429,16 +429,7 @@ impl SweepData {
         filter: &Document,
         strategy: Strategy,
     ) -> Result<(Vec<f32>, SearchExplain), slate::Error> {
-        let (hits, explain) = self
-            .docs
-            .search("embedding", query)
-            .k(self.config.k)
-            .filter(filter)
-            .strategy(strategy)
-            .threads(1)
-            .fresh()
-            .explain()?;
-        Ok((hits.iter().map(|h| h.distance).collect(), explain))
+        self.search(query, filter, strategy, true)
     }
 
     /// One search by auto as an application repeating its filters runs it:
@@ -450,13 +441,27 @@ impl SweepData {
         query: &[f32],
         filter: &Document,
     ) -> Result<(Vec<f32>, SearchExplain), slate::Error> {
-        let (hits, explain) = self
+        self.search(query, filter, Strategy::Auto, false)
+    }
+
+    fn search(
+        &self,
+        query: &[f32],
+        filter: &Document,
+        strategy: Strategy,
+        fresh: bool,
+    ) -> Result<(Vec<f32>, SearchExplain), slate::Error> {
+        let mut search = self
             .docs
             .search("embedding", query)
             .k(self.config.k)
             .filter(filter)
-            .threads(1)
-            .explain()?;
+            .strategy(strategy)
+            .threads(1);
+        if fresh {
+            search = search.fresh();
+        }
+        let (hits, explain) = search.explain()?;
         Ok((hits.iter().map(|h| h.distance).collect(), explain))
     }
 

@@ -99,13 +99,12 @@ pub struct SearchSpec {
     pub max_hit_bytes: Option<usize>,
 }
 
-/// A bound on the bytes of the documents a search's hits carry: each
-/// document's stored bytes, plus every vector field's `dim × 9` (the most
-/// its numbers take as BSON doubles), added up a few documents at a time
-/// as they are read and before any is built, so a search refused for it
-/// has built nothing beyond the bound (a server's reply bound: `k` up to
-/// 100,000 hits of documents up to 16 MiB each). Shared by the queries of
-/// a batch. Hits of `_id`s only are not counted.
+/// A bound on the bytes of the documents a search's hits carry: each hit's
+/// projected document, at its BSON size, added up as each is built, so a
+/// search refused for it holds at most the bound and one document more (a
+/// server's reply bound: `k` up to 100,000 hits of documents up to 16 MiB
+/// each), and has read at most [`HIT_CHUNK`] stored documents past it.
+/// Shared by the queries of a batch. Hits of `_id` only are not counted.
 #[derive(Debug, Clone, Copy)]
 pub struct HitBytes {
     max: usize,
@@ -142,8 +141,42 @@ pub struct BatchHits<'a> {
     pub max_bytes: Option<usize>,
 }
 
-/// Hits whose documents are read (and counted) together.
-const HIT_CHUNK: usize = 64;
+/// Hits whose stored documents are read together under a [`HitBytes`]
+/// bound (a store that copies documents out holds these many at once).
+pub const HIT_CHUNK: usize = 16;
+
+/// The BSON size of `doc`, as serialized (old-style binaries aside).
+fn doc_bytes(doc: &Document) -> usize {
+    5 + doc
+        .iter()
+        .map(|(k, v)| 2 + k.len() + value_bytes(v))
+        .sum::<usize>()
+}
+
+fn value_bytes(v: &Bson) -> usize {
+    let text = |s: &str| 5 + s.len();
+    match v {
+        Bson::Double(_) | Bson::Int64(_) | Bson::DateTime(_) | Bson::Timestamp(_) => 8,
+        Bson::Int32(_) => 4,
+        Bson::Boolean(_) => 1,
+        Bson::Null | Bson::Undefined | Bson::MaxKey | Bson::MinKey => 0,
+        Bson::String(s) | Bson::JavaScriptCode(s) | Bson::Symbol(s) => text(s),
+        Bson::Document(d) => doc_bytes(d),
+        Bson::Array(a) => {
+            5 + a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| 2 + i.checked_ilog10().unwrap_or(0) as usize + 1 + value_bytes(v))
+                .sum::<usize>()
+        }
+        Bson::Binary(b) => 5 + b.bytes.len(),
+        Bson::ObjectId(_) => 12,
+        Bson::Decimal128(_) => 16,
+        Bson::RegularExpression(r) => r.pattern.len() + r.options.len() + 2,
+        Bson::JavaScriptCodeWithScope(c) => 4 + text(&c.code) + doc_bytes(&c.scope),
+        Bson::DbPointer(_) => 64,
+    }
+}
 
 /// One hit: the document (its `_id` and projected fields) and its distance.
 #[derive(Debug, Clone, PartialEq)]
@@ -1534,9 +1567,8 @@ fn materialize_hits_as(
         }
         return Ok(out);
     }
-    let vector_bytes: usize = read.config().vectors.iter().map(|vf| vf.dim * 9).sum();
     // Without a bound, one batched read; with one, a chunk at a time, each
-    // chunk's documents counted before they are built.
+    // document counted as it is built.
     let chunk = if bound.is_some() {
         HIT_CHUNK
     } else {
@@ -1545,12 +1577,12 @@ fn materialize_hits_as(
     for hits in hits.chunks(chunk) {
         let keys: Vec<&[u8]> = hits.iter().map(|h| &*h.id).collect();
         let docs = read.get_keys(&keys)?;
-        if let Some(bound) = bound.as_deref_mut() {
-            bound.take(docs.iter().flatten().map(|d| d.bytes.len() + vector_bytes).sum())?;
-        }
         for (hit, doc) in hits.iter().zip(docs) {
             let Some(doc) = doc else { continue };
             let projected = read.materialize(&doc, Some(fields))?;
+            if let Some(bound) = bound.as_deref_mut() {
+                bound.take(doc_bytes(&projected))?;
+            }
             let id = projected.get("_id").cloned().unwrap_or(Bson::Null);
             out.push(SearchHit {
                 id,
@@ -1618,6 +1650,35 @@ pub fn search_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn doc_bytes_is_the_serialized_size() {
+        use bson::spec::BinarySubtype;
+        use bson::{
+            doc, oid::ObjectId, Binary, DateTime, Decimal128, JavaScriptCodeWithScope, Regex, Timestamp,
+        };
+        let long: Vec<Bson> = (0..1234).map(Bson::Int32).collect();
+        let docs = [
+            doc! {},
+            doc! { "_id": 1, "a": "text", "b": 2.5, "c": 7i64, "d": true, "e": Bson::Null },
+            doc! { "_id": ObjectId::new(), "nested": { "x": [1, "two", { "y": [] }], "z": {} } },
+            doc! { "long": long, "when": DateTime::from_millis(5), "ts": Timestamp { time: 1, increment: 2 } },
+            doc! {
+                "bin": Binary { subtype: BinarySubtype::Generic, bytes: vec![1, 2, 3] },
+                "re": Regex { pattern: "a+".into(), options: "i".into() },
+                "dec": Decimal128::from_bytes([0; 16]),
+                "code": Bson::JavaScriptCode("f()".into()),
+                "scoped": JavaScriptCodeWithScope { code: "g()".into(), scope: doc! { "k": 1 } },
+                "sym": Bson::Symbol("s".into()),
+                "max": Bson::MaxKey,
+                "min": Bson::MinKey,
+                "undefined": Bson::Undefined,
+            },
+        ];
+        for d in docs {
+            assert_eq!(doc_bytes(&d), bson::to_vec(&d).expect("serialize").len(), "{d}");
+        }
+    }
 
     #[test]
     fn a_write_transactions_search_reads_hits_documents_not_keys() {

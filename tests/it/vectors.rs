@@ -1054,19 +1054,26 @@ fn a_search_past_its_byte_bound_is_refused_before_building_its_hits() {
         coll.insert_many((0..200i64).map(|i| doc! { "_id": i, "v": [i as f64, 0.0], "blob": &blob, "n": i }))
             .expect("insert");
         let b = t.backend;
-        let search = |k: usize, bytes: usize| {
+        let search = |k: usize, field: &str, bytes: usize| {
             coll.search("v", &[0.0, 0.0])
                 .k(k)
-                .project(["n"])
+                .project([field])
                 .max_bytes(bytes)
                 .run()
         };
-        // 10 documents of about 100 KB each.
-        let hits = search(10, 2_000_000).expect("under the bound");
+        // 10 documents projected to their 100 KB blob each.
+        let hits = search(10, "blob", 2_000_000).expect("under the bound");
         assert_eq!(hits.len(), 10, "{b}");
-        assert_eq!(hits[3].doc.get_i64("n").expect("n"), 3, "{b}");
-        let err = search(10, 500_000).expect_err("past the bound").to_string();
+        assert_eq!(hits[3].id, Bson::Int64(3), "{b}");
+        let err = search(10, "blob", 500_000)
+            .expect_err("past the bound")
+            .to_string();
         assert!(err.contains("500000 bytes"), "{b}: {err}");
+        // What is counted is what the hits carry: 200 hits of a small
+        // field pass a bound one stored document would exceed.
+        let hits = search(200, "n", 50_000).expect("small projections");
+        assert_eq!(hits.len(), 200, "{b}");
+        assert_eq!(hits[199].doc.get_i64("n").expect("n"), 199, "{b}");
         // Ids only: nothing counted.
         let ids = coll
             .search("v", &[0.0, 0.0])
@@ -1077,7 +1084,7 @@ fn a_search_past_its_byte_bound_is_refused_before_building_its_hits() {
         assert_eq!(ids.len(), 200, "{b}");
         // A batch of two queries of 10 hits: 20 documents together.
         let queries = [0.0f32, 0.0, 100.0, 0.0];
-        let proj = ["n".to_owned()];
+        let proj = ["blob".to_owned()];
         let within = |bytes| coll.search_batch_within("v", &queries, 10, 1, Some(&proj[..]), Some(bytes));
         assert_eq!(within(4_000_000).expect("under").len(), 2, "{b}");
         let err = within(1_500_000).expect_err("two queries pass it").to_string();
