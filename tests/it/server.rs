@@ -559,6 +559,61 @@ fn an_answer_past_the_reply_bound_is_refused_and_the_connection_kept() {
     assert_eq!(coll.find(doc! {}).run().unwrap().len(), 70);
 }
 
+/// A search whose hits' documents pass the 64 MiB a reply may carry is
+/// refused as `invalid_query` while its hits are built (before, all 70 were
+/// built, then the frame was refused), in one search, a blocked batch and a
+/// batch run query by query; the same searches projecting a small field are
+/// answered, on the same connection.
+#[test]
+fn a_search_past_the_reply_bound_is_refused_while_its_hits_are_built() {
+    let db = Db::memory();
+    let mb = "x".repeat(1 << 20);
+    db.create_collection(CollectionConfig::new("c").vector("v", 2, Metric::L2))
+        .unwrap()
+        .insert_many((0..70).map(|i| doc! { "_id": i, "v": [f64::from(i), 0.0], "pad": mb.clone(), "n": i }))
+        .unwrap();
+    let server = serve(&db);
+    let client = connect(&server);
+    let coll = client.collection("c").unwrap();
+    let past = |err: slate::Error| {
+        assert_eq!(err.kind(), ErrorKind::InvalidQuery, "{err}");
+        assert!(err.to_string().contains("ask for fewer"), "{err}");
+    };
+    past(
+        coll.search("v", &[0.0, 0.0])
+            .k(70)
+            .project(["pad"])
+            .explain()
+            .unwrap_err(),
+    );
+    let two = [0.0f32, 0.0, 69.0, 0.0];
+    // 2 × 35 hits of 1 MiB: blocked, then one by one (a filter).
+    past(
+        coll.search_many("v", &two)
+            .k(35)
+            .project(["pad"])
+            .run()
+            .unwrap_err(),
+    );
+    past(
+        coll.search_many("v", &two)
+            .k(35)
+            .project(["pad"])
+            .filter(doc! { "n": { "$gte": 0 } })
+            .run()
+            .unwrap_err(),
+    );
+    let (hits, _) = coll
+        .search("v", &[0.0, 0.0])
+        .k(70)
+        .project(["n"])
+        .explain()
+        .unwrap();
+    assert_eq!(hits.len(), 70);
+    let answers = coll.search_many("v", &two).k(20).project(["pad"]).run().unwrap();
+    assert_eq!(answers.iter().map(Vec::len).sum::<usize>(), 40);
+}
+
 fn doc_request() -> protocol::RequestOut<'static, FindArgs> {
     static ARGS: std::sync::OnceLock<FindArgs> = std::sync::OnceLock::new();
     protocol::RequestOut {
