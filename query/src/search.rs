@@ -1316,26 +1316,28 @@ fn search_within(
             // Without an index, the matches are found from the documents as
             // gather finds them (and kept), unless a search kept them.
             let unindexed = source.as_ref().is_none_or(|s| !s.uses_index());
-            if kept.is_none() && unindexed && spec.filter.is_some() {
+            let from_documents = kept.is_none() && unindexed && spec.filter.is_some();
+            let mut found = Vec::new();
+            if from_documents {
                 let matching = matching_rows(&view, read, parts, &checker, spec.threads)?;
-                kept = Some(match memo_filter {
-                    Some(filter) => keep(&view, parts, filter, matching, version),
-                    None => Arc::new(Matches {
-                        parts: Vec::new(),
-                        filter: Filter::And(Vec::new()),
-                        rows: sorted(matching),
-                    }),
-                });
-                explain.candidates_from = "documents";
+                match memo_filter {
+                    Some(filter) => kept = Some(keep(&view, parts, filter, matching, version)),
+                    None => found = matching,
+                }
             }
-            let exact = exact || kept.is_some();
-            let (mask, from) = if let Some(kept) = &kept {
-                let from = if explain.candidates_from.is_empty() {
-                    "kept matches"
+            // The matches, exactly: kept, or found from the documents now.
+            let matches: Option<&[RowId]> = match &kept {
+                Some(kept) => Some(&kept.rows),
+                None => from_documents.then_some(&found[..]),
+            };
+            let exact = exact || matches.is_some();
+            let (mask, from) = if let Some(rows) = matches {
+                let from = if from_documents {
+                    "documents"
                 } else {
-                    explain.candidates_from
+                    "kept matches"
                 };
-                (mask_of(&view, kept.rows.iter().copied()), from)
+                (mask_of(&view, rows.iter().copied()), from)
             } else {
                 let Some(source) = source.as_ref().filter(|s| s.uses_index()) else {
                     return Err(Error::InvalidQuery {
