@@ -219,7 +219,7 @@ fn choose_source(
     // an index scan it must come within the intersection's factor of it.
     let best_scan = candidates
         .iter()
-        .filter(|s| !matches!(s, Source::IndexScan { capped: true, .. }))
+        .filter(|s| !capped(s))
         .map(Source::estimate)
         .min();
     let union_cap = best_scan.map_or(cap, |e| cap.min(e.max(1).saturating_mul(INTERSECT_FACTOR)));
@@ -230,7 +230,6 @@ fn choose_source(
     }
     // Uncapped estimates first, most selective first; a capped one means
     // "more than the cap": never selective enough.
-    let capped = |s: &Source| matches!(s, Source::IndexScan { capped: true, .. });
     candidates.sort_by_key(|s| (capped(s), s.estimate()));
     let uncapped = candidates.iter().take_while(|s| !capped(s)).count();
     if let Some(best_est) = candidates[..uncapped].first().map(Source::estimate) {
@@ -281,7 +280,6 @@ fn union_source(
 ) -> Result<Option<Source>> {
     let mut inputs = Vec::new();
     let mut sum = 0u64;
-    let capped = |s: &Source| matches!(s, Source::IndexScan { capped: true, .. });
     for branch in branches {
         let left = cap.saturating_sub(sum);
         let mut best: Option<Source> = None;
@@ -295,7 +293,8 @@ fn union_source(
             }
         }
         match best {
-            Some(Source::IndexScan { capped: true, .. }) | None => return Ok(None),
+            Some(s) if capped(&s) => return Ok(None),
+            None => return Ok(None),
             Some(s) => {
                 sum = sum.saturating_add(s.estimate());
                 inputs.push(s);
@@ -307,4 +306,10 @@ fn union_source(
         inputs,
         estimate: sum,
     }))
+}
+
+/// Whether `s` is an index scan whose count stopped at its cap ("more than
+/// the cap").
+fn capped(s: &Source) -> bool {
+    matches!(s, Source::IndexScan { capped: true, .. })
 }
