@@ -85,24 +85,21 @@ where
     S: Fn(A, &T) -> A + Sync + Send,
     M: Fn(A, A) -> A + Sync + Send,
 {
-    let threads = effective(threads);
-    if threads <= 1 || items.len() <= 1 {
+    let n = effective(threads);
+    if n <= 1 || items.len() <= 1 {
         return Ok(items.iter().fold(init(), step));
     }
     let job = || {
         if in_shares {
             items
-                .par_chunks(items.len().div_ceil(threads))
+                .par_chunks(items.len().div_ceil(n))
                 .map(|chunk| chunk.iter().fold(init(), &step))
                 .reduce(&init, &merge)
         } else {
             items.par_iter().fold(&init, &step).reduce(&init, &merge)
         }
     };
-    if threads == rayon::current_num_threads() {
-        return Ok(job());
-    }
-    Ok(pool(threads)?.install(job))
+    install(threads, job)
 }
 
 #[cfg(test)]
