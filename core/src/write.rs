@@ -192,6 +192,23 @@ fn first_repeat<'a>(len: usize, key: impl Fn(usize) -> &'a [u8] + Sync) -> Optio
         .min()
 }
 
+/// What deleting a stored document needs of it (as
+/// [`load_old`](WriteTxn::load_old) read it): its index entries and the
+/// names of its vector fields, not its bytes or vectors.
+struct Removal {
+    index_keys: Vec<Vec<u8>>,
+    vector_fields: Vec<String>,
+}
+
+impl Removal {
+    fn of(old: Prepared) -> Self {
+        Self {
+            index_keys: old.index_keys,
+            vector_fields: old.vectors.into_iter().map(|(field, _)| field).collect(),
+        }
+    }
+}
+
 /// A document ready to be written: validated, encoded, its entries computed.
 struct Prepared {
     id: Bson,
@@ -785,16 +802,12 @@ impl<'db> WriteTxn<'db> {
             marks[i].1 |= matches!(s.new.id, Bson::Int32(_));
             marks[i].2.extend(&s.new.multikey);
         }
-        let marks: Vec<(String, bool, Vec<String>)> = marks
-            .into_iter()
-            .map(|(c, int32, fields)| (c.to_owned(), int32, fields.into_iter().cloned().collect()))
-            .collect();
-        for (collection, int32, fields) in &marks {
+        for (collection, int32, fields) in marks {
             let current = match config.take() {
-                Some(c) if &c.name == collection => c,
+                Some(c) if c.name == collection => c,
                 _ => self.config(collection)?,
             };
-            self.mark(&current, &collection_cf(collection), *int32, fields)?;
+            self.mark(&current, &collection_cf(collection), int32, fields)?;
             config = Some(current);
         }
         let n = staged.len() as u64;
@@ -914,13 +927,12 @@ impl<'db> WriteTxn<'db> {
             if let Some(old) = self.load_old(&config, part, id)? {
                 // What the removal needs, not the document and its vectors:
                 // a delete of a million documents holds no million copies.
-                let fields: Vec<String> = old.vectors.into_iter().map(|(field, _)| field).collect();
-                doomed.push((part, id, old.index_keys, fields));
+                doomed.push((part, id, Removal::of(old)));
             }
         }
         let n = doomed.len() as u64;
-        for (part, id, index_keys, fields) in doomed {
-            self.remove_loaded(&config, part, id, &index_keys, &fields)?;
+        for (part, id, removal) in doomed {
+            self.remove_loaded(&config, part, id, &removal)?;
         }
         Ok(n)
     }
@@ -929,27 +941,24 @@ impl<'db> WriteTxn<'db> {
         let Some(old) = self.load_old(config, part, id_enc)? else {
             return Ok(false);
         };
-        let fields: Vec<String> = old.vectors.into_iter().map(|(field, _)| field).collect();
-        self.remove_loaded(config, part, id_enc, &old.index_keys, &fields)?;
+        self.remove_loaded(config, part, id_enc, &Removal::of(old))?;
         Ok(true)
     }
 
-    /// Deletes a document as [`load_old`](Self::load_old) read it: its
-    /// index entries `index_keys` and its vectors of `fields`.
+    /// Deletes a document with what [`Removal::of`] kept of it.
     fn remove_loaded(
         &mut self,
         config: &CollectionConfig,
         part: &[u8],
         id_enc: &[u8],
-        index_keys: &[Vec<u8>],
-        fields: &[String],
+        removal: &Removal,
     ) -> Result<()> {
         let cf = collection_cf(&config.name);
         let dk = keys::doc_key(part, id_enc);
-        for k in index_keys {
+        for k in &removal.index_keys {
             self.txn.delete(&cf, k.clone())?;
         }
-        for field in fields {
+        for field in &removal.vector_fields {
             self.txn.delete(&cf, keys::vector_key(part, field, id_enc))?;
             self.vector_ops
                 .push((config.name.clone(), field.clone(), VectorOp::Delete(dk.clone())));
