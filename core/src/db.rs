@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::readers::{Readers, TrackedStore};
+use crate::stamps::Stamps;
 use crate::store::{begin_write, Direction, KeyRange, Store};
 use crate::vectors::VectorSet;
 use crate::{Error, ReadTxn, Result, WriteTxn};
@@ -39,6 +40,9 @@ pub(crate) struct Shared {
     pub(crate) catalog: CatalogMemo,
     /// Versions that live snapshots read at: vector compaction keeps them.
     pub(crate) readers: Arc<Readers>,
+    /// Recent commit versions per column family: the version at which a
+    /// collection last changed, as of a snapshot.
+    pub(crate) stamps: Arc<Stamps>,
     /// Vector caches per collection. Changed only under the store's write lock.
     pub(crate) vectors: VectorSets,
     /// Caches of dropped collections, each with the version of its drop,
@@ -225,8 +229,15 @@ impl Database {
         }
         check_format(store.as_ref())?;
         let shared = Shared::of(&store);
+        // Before any commit through this database (the first one's start
+        // holds for every later one over the store).
+        shared.stamps.begin(store.snapshot().version());
         let db = Self {
-            store: Arc::new(TrackedStore::new(Arc::clone(&store), Arc::clone(&shared.readers))),
+            store: Arc::new(TrackedStore::new(
+                Arc::clone(&store),
+                Arc::clone(&shared.readers),
+                Arc::clone(&shared.stamps),
+            )),
             untracked: store,
             shared: Arc::clone(&shared),
         };

@@ -15,6 +15,7 @@ mod index;
 pub mod keys;
 mod read;
 mod readers;
+mod stamps;
 pub mod store;
 pub mod value;
 mod vectors;

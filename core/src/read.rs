@@ -123,12 +123,13 @@ impl<'db> ReadTxn<'db> {
         } else {
             None
         };
-        Ok(CollectionRead::new(
-            SnapRef::Shared(self.snap.clone()),
-            config,
-            cf,
-            vectors,
-        ))
+        let mut read = CollectionRead::new(SnapRef::Shared(self.snap.clone()), config, cf, vectors);
+        if self.vectors {
+            // Vector searches key what they keep by it (see `Stamps`); a
+            // document-only read skips the lookup.
+            read.changed = self.db.shared.stamps.changed_at(&read.cf, read.version());
+        }
+        Ok(read)
     }
 }
 
@@ -276,6 +277,8 @@ pub struct CollectionRead<'t> {
     /// Inside a write transaction: its document count changes, by
     /// collection and partition, which it writes only at commit.
     pending_counts: Option<&'t CountDeltas>,
+    /// See [`changed_at`](Self::changed_at).
+    changed: u64,
 }
 
 /// A write transaction's document count changes, by collection and
@@ -303,12 +306,14 @@ impl<'t> CollectionRead<'t> {
         cf: Arc<str>,
         vectors: Option<Arc<VectorSet>>,
     ) -> Self {
+        let changed = snap.version();
         Self {
             snap,
             cf,
             config,
             vectors,
             pending_counts: None,
+            changed,
         }
     }
 
@@ -421,6 +426,16 @@ impl<'t> CollectionRead<'t> {
     /// The snapshot version.
     pub fn version(&self) -> u64 {
         self.snap.version()
+    }
+
+    /// A version at which this collection held exactly what this snapshot
+    /// reads: that of the last commit to it at or below the snapshot's
+    /// version, so that readers at versions between which only other
+    /// collections changed are told the same one. The snapshot's own version
+    /// where that is not known: a snapshot older than the commits
+    /// remembered, a write transaction's reads and document-only reads.
+    pub fn changed_at(&self) -> u64 {
+        self.changed
     }
 
     /// The partition for `value`; an error in a collection that is not

@@ -20,6 +20,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use crate::stamps::Stamps;
 use crate::store::{Batch, Direction, EntryIter, KeyRange, Snapshot, Store, Visitor, WriteGuard};
 use crate::Result;
 
@@ -69,11 +70,17 @@ impl Readers {
 pub(crate) struct TrackedStore {
     inner: Arc<dyn Store>,
     readers: Arc<Readers>,
+    /// Where each commit's column families are recorded with its version.
+    stamps: Arc<Stamps>,
 }
 
 impl TrackedStore {
-    pub(crate) fn new(inner: Arc<dyn Store>, readers: Arc<Readers>) -> Self {
-        Self { inner, readers }
+    pub(crate) fn new(inner: Arc<dyn Store>, readers: Arc<Readers>, stamps: Arc<Stamps>) -> Self {
+        Self {
+            inner,
+            readers,
+            stamps,
+        }
     }
 }
 
@@ -107,8 +114,14 @@ impl Store for TrackedStore {
         self.inner.write_lock()
     }
 
+    /// Records the batch's column families at its version before the
+    /// version is published (see [`Stamps`]).
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64> {
-        self.inner.apply(batch, before_publish)
+        let cfs: Vec<String> = batch.ops.iter().map(|(cf, _)| cf.clone()).collect();
+        self.inner.apply(batch, &mut |version| {
+            self.stamps.record(cfs.iter().map(String::as_str), version);
+            before_publish(version);
+        })
     }
 }
 
@@ -181,7 +194,7 @@ mod tests {
     #[test]
     fn snapshots_register_until_dropped_and_floor_follows_the_oldest() {
         let readers = Arc::new(Readers::default());
-        let store = TrackedStore::new(Arc::new(MemoryStore::new()), Arc::clone(&readers));
+        let store = TrackedStore::new(Arc::new(MemoryStore::new()), Arc::clone(&readers), Arc::default());
         store.create_cf("c").expect("cf");
         let commit = |v: u8| {
             let mut txn = begin_write(&store).expect("txn");

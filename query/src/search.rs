@@ -870,9 +870,11 @@ fn candidate_rows(
 /// The rows of the documents in `parts` matching `filter` at one version,
 /// found by a search that read every document, and kept in the view's
 /// [memo](slate_vector::Memo) at that version: later searches there use
-/// them as an exact index's candidates, reading no document. A commit
-/// (to any collection) moves readers to a newer version, where they do
-/// not apply; a compaction starts a new memo.
+/// them as an exact index's candidates, reading no document. The version
+/// is the collection's ([`CollectionRead::changed_at`]): a commit to
+/// another collection leaves them in use, one to this collection moves
+/// readers to a version where they do not apply; a compaction starts a new
+/// memo.
 struct Matches {
     parts: Vec<Part>,
     filter: Filter,
@@ -1117,9 +1119,9 @@ fn search_within(
         _ => false,
     };
     // A filter no index narrows: its matching rows, exactly, if a search at
-    // this version kept them (see `Matches`). Not inside a write
-    // transaction, whose documents are not the version's.
-    let version = read.version();
+    // this version of the collection kept them (see `Matches`). Not inside
+    // a write transaction, whose documents are not the version's.
+    let version = read.changed_at();
     let memo_filter = spec
         .filter
         .as_ref()
@@ -1680,6 +1682,79 @@ mod tests {
         for d in docs {
             assert_eq!(doc_bytes(&d), bson::to_vec(&d).expect("serialize").len(), "{d}");
         }
+    }
+
+    /// Matches kept at one version of a collection serve readers at later
+    /// versions while only other collections change, and never a reader of
+    /// an older version of it (whose documents differ), nor one after the
+    /// next commit to it.
+    #[test]
+    fn kept_matches_hold_while_only_other_collections_change() {
+        use slate_core::{store::MemoryStore, CollectionConfig, Database, Metric, Part};
+        let db = Database::open(std::sync::Arc::new(MemoryStore::new())).expect("open");
+        db.create_collection(CollectionConfig::new("c").vector("v", 2, Metric::L2))
+            .expect("create");
+        db.create_collection(CollectionConfig::new("o")).expect("create");
+        let write = |coll: &str, docs: Vec<Document>| {
+            let mut txn = db.begin_write().expect("begin");
+            for d in docs {
+                let id = d.get("_id").cloned().expect("_id");
+                txn.delete(coll, &Part::none(), &id).expect("delete");
+                txn.insert(coll, d).expect("insert");
+            }
+            txn.commit().expect("commit");
+        };
+        let doc = |i: i64, u: i64| bson::doc! { "_id": i, "v": [i as f64, 0.0], "u": u };
+        write("c", (0..300).map(|i| doc(i, i % 10)).collect());
+        let spec = SearchSpec {
+            field: "v".into(),
+            query: vec![0.0, 0.0],
+            k: 3,
+            filter: Some(Filter::parse(&bson::doc! { "u": 3 }).expect("filter")),
+            strategy: Strategy::Gather,
+            threads: 1,
+            ..Default::default()
+        };
+        // Ids of the hits, and where gather took its candidates from.
+        let gather = |read: &CollectionRead<'_>| -> (Vec<i64>, &'static str) {
+            let (hits, explain) = search(read, &[Part::none()], &spec).expect("search");
+            let ids = hits.iter().map(|h| h.id.as_i64().expect("id")).collect();
+            (ids, explain.candidates_from)
+        };
+        let before = db.read();
+        // Document 0, the nearest, comes to match.
+        write("c", vec![doc(0, 3)]);
+        let first = db.read();
+        assert_eq!(
+            gather(&first.collection("c").expect("c")),
+            (vec![0, 3, 13], "documents")
+        );
+        write("o", vec![bson::doc! { "_id": 1 }]);
+        let after_other = db.read();
+        let c = after_other.collection("c").expect("c");
+        assert!(after_other.version() > first.version());
+        assert_eq!(c.changed_at(), first.collection("c").expect("c").changed_at());
+        assert_eq!(gather(&c), (vec![0, 3, 13], "kept matches"));
+        // The reader from before the commit to `c` finds its own matches.
+        let old = before.collection("c").expect("c");
+        assert!(old.changed_at() < c.changed_at());
+        assert_eq!(gather(&old), (vec![3, 13, 23], "documents"));
+        assert_eq!(
+            gather(&first.collection("c").expect("c")),
+            (vec![0, 3, 13], "kept matches")
+        );
+        // The next commit to `c` moves new readers past them.
+        write("c", vec![doc(3, 4)]);
+        let latest = db.read();
+        assert_eq!(
+            gather(&latest.collection("c").expect("c")),
+            (vec![0, 13, 23], "documents")
+        );
+        // (Whose matches, kept there, replaced the older version's.)
+        assert_eq!(
+            gather(&after_other.collection("c").expect("c")),
+            (vec![0, 3, 13], "documents")
+        );
     }
 
     #[test]
