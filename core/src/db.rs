@@ -32,7 +32,8 @@ pub(crate) type VectorSets = RwLock<BTreeMap<String, Arc<VectorSet>>>;
 
 /// The state every `Database` opened over one store shares, so that each
 /// sees the others' writes: the catalog memo, the live readers (the vector
-/// compaction floor) and the vector caches, loaded once.
+/// compaction floor), the recent commits per column family and the vector
+/// caches, loaded once.
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
     /// Collection configurations known to be current at a catalog
@@ -211,8 +212,9 @@ impl Database {
     /// vector field's cache from its `v:` keys. Databases opened over the
     /// same `Arc` share what their readers know of the catalog, their live
     /// readers and their vector caches (loaded by the first), so each sees
-    /// the others' writes; the catalog column family is written through a
-    /// `Database` only. The first open of a store takes its writer lock
+    /// the others' writes; the catalog and the collections' column families
+    /// are written through a `Database` only (its commits are recorded for
+    /// what searches keep, see `Stamps`). The first open of a store takes its writer lock
     /// briefly (to finish a drop a crash cut short): not from a thread that
     /// holds it.
     pub fn open(store: Arc<dyn Store>) -> Result<Self> {

@@ -11,6 +11,7 @@ use rayon::prelude::*;
 
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
 use crate::keys;
+use crate::stamps::{Keys as ChangedKeys, Stamps};
 use crate::store::{Direction, KeyRange, Snapshot};
 use crate::value::{is_under, project_path, to_bson, Materializer};
 use crate::vectors::{VectorSet, VectorView};
@@ -123,11 +124,13 @@ impl<'db> ReadTxn<'db> {
         } else {
             None
         };
+        let searchable = vectors.is_some();
         let mut read = CollectionRead::new(SnapRef::Shared(self.snap.clone()), config, cf, vectors);
-        if self.vectors {
-            // Vector searches key what they keep by it (see `Stamps`); a
-            // document-only read skips the lookup.
+        if searchable {
+            // Vector searches key what they keep by it (see `Stamps`); other
+            // reads skip the lookup.
             read.changed = self.db.shared.stamps.changed_at(&read.cf, read.version());
+            read.stamps = Some(Arc::clone(&self.db.shared.stamps));
         }
         Ok(read)
     }
@@ -279,6 +282,8 @@ pub struct CollectionRead<'t> {
     pending_counts: Option<&'t CountDeltas>,
     /// See [`changed_at`](Self::changed_at).
     changed: u64,
+    /// The database's commit history, when `changed` was read from it.
+    stamps: Option<Arc<Stamps>>,
 }
 
 /// A write transaction's document count changes, by collection and
@@ -314,6 +319,7 @@ impl<'t> CollectionRead<'t> {
             vectors,
             pending_counts: None,
             changed,
+            stamps: None,
         }
     }
 
@@ -428,14 +434,28 @@ impl<'t> CollectionRead<'t> {
         self.snap.version()
     }
 
-    /// A version at which this collection held exactly what this snapshot
-    /// reads: that of the last commit to it at or below the snapshot's
+    /// A version at which this collection held the same keys (documents,
+    /// index entries, vectors) as this snapshot reads: that of the last
+    /// commit that wrote to its column family at or below the snapshot's
     /// version, so that readers at versions between which only other
-    /// collections changed are told the same one. The snapshot's own version
-    /// where that is not known: a snapshot older than the commits
-    /// remembered, a write transaction's reads and document-only reads.
+    /// collections changed are told the same one. (A commit that changes
+    /// only the catalog, such as an index created on an empty collection,
+    /// does not count.) The snapshot's own version where that is not known:
+    /// a snapshot older than the commits remembered, a write transaction's
+    /// reads, and reads of a collection without vector fields or through a
+    /// transaction that reads documents only.
     pub fn changed_at(&self) -> u64 {
         self.changed
+    }
+
+    /// The keys written to this collection by the commits after version
+    /// `from` up to [`changed_at`](Self::changed_at), one list a commit
+    /// (documents, index entries and the rest; a key may be listed more than
+    /// once). `None` when they are not known: a commit of more than
+    /// [`MAX_CHANGED_KEYS`](crate::MAX_CHANGED_KEYS) keys or older than the
+    /// history, and reads that do not know their `changed_at`.
+    pub fn changes_since(&self, from: u64) -> Option<Vec<ChangedKeys>> {
+        self.stamps.as_ref()?.changes(&self.cf, from, self.changed)
     }
 
     /// The partition for `value`; an error in a collection that is not

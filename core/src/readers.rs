@@ -114,12 +114,12 @@ impl Store for TrackedStore {
         self.inner.write_lock()
     }
 
-    /// Records the batch's column families at its version before the
-    /// version is published (see [`Stamps`]).
+    /// Records the batch's column families (and keys) at its version before
+    /// the version is published (see [`Stamps`]).
     fn apply(&self, batch: Batch, before_publish: &mut dyn FnMut(u64)) -> Result<u64> {
-        let cfs: Vec<String> = batch.ops.iter().map(|(cf, _)| cf.clone()).collect();
+        let keys = Stamps::keys_of(&batch);
         self.inner.apply(batch, &mut |version| {
-            self.stamps.record(cfs.iter().map(String::as_str), version);
+            self.stamps.record(&keys, version);
             before_publish(version);
         })
     }

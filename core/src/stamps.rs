@@ -11,19 +11,51 @@
 //!
 //! [`TrackedStore`](crate::readers::TrackedStore) records every batch's
 //! column families before its version is published, so a snapshot at version
-//! `v` finds every commit at or below `v` recorded. Each column family keeps
+//! `v` finds every commit at or below `v` recorded. Only commits through a
+//! `Database` are recorded: a collection's column family written to through
+//! the bare store would leave values derived from it in use. Each column family keeps
 //! its last [`HISTORY`] commits; a snapshot older than them is told its own
 //! version, which is always a correct key (the collection's state at `v` is
 //! the state at `v`), only never shared with other versions. A collection
 //! dropped and created again under its name continues its column family's
 //! history: values derived from it live in its own vector caches, which
 //! only readers at or after its creation reach.
+//!
+//! A commit of at most [`MAX_KEYS`] keys to a column family is remembered
+//! with those keys ([`Stamps::changes`]), so that a value derived at one
+//! version can be brought forward to a later one by looking again at just
+//! the documents written in between. The keys of a column family's history
+//! are bounded by [`MAX_KEY_BYTES`]; the oldest lists go first.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+
+use crate::store::{Batch, Op};
 
 /// Commits remembered per column family.
 pub(crate) const HISTORY: usize = 64;
+
+/// The most keys of one column family a commit is remembered with; a larger
+/// commit is remembered without them.
+pub const MAX_KEYS: usize = 4096;
+
+/// The most key bytes a column family's history holds.
+pub const MAX_KEY_BYTES: usize = 4 << 20;
+
+/// The keys one commit wrote (put or deleted) in one column family.
+pub type Keys = Arc<[Box<[u8]>]>;
+
+/// One commit to a column family: its version and, unless it wrote more
+/// than [`MAX_KEYS`] or deleted a range, its keys.
+#[derive(Debug)]
+struct Commit {
+    version: u64,
+    keys: Option<Keys>,
+}
+
+fn key_bytes(c: &Commit) -> usize {
+    c.keys.as_ref().map_or(0, |k| k.iter().map(|k| k.len()).sum())
+}
 
 /// Recent commit versions per column family, since the store was opened.
 #[derive(Debug, Default)]
@@ -31,10 +63,10 @@ pub(crate) struct Stamps {
     /// The store's version when the first `Database` over it opened: no
     /// commit through it is older.
     start: OnceLock<u64>,
-    /// Per column family, ascending: the oldest version still known to be a
-    /// change point (`start` until commits push it out), then the versions
-    /// of the commits since that wrote to it.
-    by_cf: Mutex<HashMap<String, VecDeque<u64>>>,
+    /// Per column family, ascending by version: the oldest version since
+    /// which every commit is listed (`start` until commits push it out;
+    /// its keys are never read), then the commits since that wrote to it.
+    by_cf: RwLock<HashMap<String, VecDeque<Commit>>>,
 }
 
 impl Stamps {
@@ -44,22 +76,68 @@ impl Stamps {
         let _ = self.start.set(version);
     }
 
-    /// Records a commit at `version` that wrote to column families `cfs`.
-    /// Called in the writer's turn, before the version is published.
-    pub(crate) fn record<'a>(&self, cfs: impl Iterator<Item = &'a str>, version: u64) {
+    /// What [`record`](Self::record) takes of `batch`: per column family,
+    /// its keys when it wrote at most [`MAX_KEYS`] and deleted no range.
+    pub(crate) fn keys_of(batch: &Batch) -> Vec<(String, Option<Keys>)> {
+        batch
+            .ops
+            .iter()
+            .map(|(cf, ops)| {
+                let keys = (ops.len() <= MAX_KEYS)
+                    .then(|| {
+                        ops.iter()
+                            .map(|op| match op {
+                                Op::Put { key, .. } | Op::Delete { key } => {
+                                    Some(key.clone().into_boxed_slice())
+                                }
+                                Op::DeleteRange { .. } => None,
+                            })
+                            .collect::<Option<Keys>>()
+                    })
+                    .flatten();
+                (cf.clone(), keys)
+            })
+            .collect()
+    }
+
+    /// Records a commit at `version` that wrote `keys` (from
+    /// [`keys_of`](Self::keys_of)) to their column families. Called in the
+    /// writer's turn, before the version is published.
+    pub(crate) fn record(&self, keys: &[(String, Option<Keys>)], version: u64) {
         let Some(&start) = self.start.get() else {
             return;
         };
-        let mut by_cf = self.by_cf.lock().unwrap_or_else(PoisonError::into_inner);
-        for cf in cfs {
-            let history = by_cf
-                .entry(cf.to_owned())
-                .or_insert_with(|| VecDeque::from([start]));
-            if history.back() != Some(&version) {
-                history.push_back(version);
+        let mut by_cf = self.by_cf.write().unwrap_or_else(PoisonError::into_inner);
+        for (cf, keys) in keys {
+            let history = by_cf.entry(cf.clone()).or_insert_with(|| {
+                VecDeque::from([Commit {
+                    version: start,
+                    keys: None,
+                }])
+            });
+            match history.back_mut() {
+                // Two batches at one version (never made by a store here):
+                // one commit, whose keys are known only if both are.
+                Some(last) if last.version == version => {
+                    last.keys = None;
+                }
+                _ => history.push_back(Commit {
+                    version,
+                    keys: keys.clone(),
+                }),
             }
             if history.len() > HISTORY {
                 history.pop_front();
+            }
+            // Past the byte bound, the oldest lists go (their commits stay
+            // change points, their keys unknown).
+            let mut bytes: usize = history.iter().map(key_bytes).sum();
+            for commit in history.iter_mut() {
+                if bytes <= MAX_KEY_BYTES {
+                    break;
+                }
+                bytes -= key_bytes(commit);
+                commit.keys = None;
             }
         }
     }
@@ -76,16 +154,40 @@ impl Stamps {
         if version < start {
             return version;
         }
-        let by_cf = self.by_cf.lock().unwrap_or_else(PoisonError::into_inner);
+        let by_cf = self.by_cf.read().unwrap_or_else(PoisonError::into_inner);
         let Some(history) = by_cf.get(cf) else {
             return start;
         };
         // Ascending: the commits at or below `version` come first.
-        let at_or_below = history.partition_point(|&v| v <= version);
+        let at_or_below = history.partition_point(|c| c.version <= version);
         match at_or_below {
             0 => version,
-            n => history[n - 1],
+            n => history[n - 1].version,
         }
+    }
+
+    /// The keys the commits to `cf` after version `from`, up to `to`, wrote:
+    /// one list a commit (a key may be in several). `None` when the history
+    /// does not reach back to `from` or one of those commits was
+    /// remembered without its keys.
+    pub(crate) fn changes(&self, cf: &str, from: u64, to: u64) -> Option<Vec<Keys>> {
+        let &start = self.start.get()?;
+        if from < start {
+            return None;
+        }
+        let by_cf = self.by_cf.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(history) = by_cf.get(cf) else {
+            // No commit to `cf` since the start.
+            return Some(Vec::new());
+        };
+        if history.front().is_none_or(|floor| floor.version > from) {
+            return None;
+        }
+        history
+            .iter()
+            .filter(|c| from < c.version && c.version <= to)
+            .map(|c| c.keys.clone())
+            .collect()
     }
 }
 
@@ -93,12 +195,36 @@ impl Stamps {
 mod tests {
     use super::*;
 
+    /// Records a commit writing `keys` (as text) to each of `cfs`.
+    fn commit(stamps: &Stamps, cfs: &[&str], keys: &[&str], version: u64) {
+        let keys: Keys = keys.iter().map(|k| k.as_bytes().into()).collect();
+        let cfs: Vec<(String, Option<Keys>)> = cfs
+            .iter()
+            .map(|cf| (cf.to_string(), Some(keys.clone())))
+            .collect();
+        stamps.record(&cfs, version);
+    }
+
+    fn texts(lists: Option<Vec<Keys>>) -> Option<Vec<Vec<String>>> {
+        lists.map(|lists| {
+            lists
+                .iter()
+                .map(|keys| {
+                    keys.iter()
+                        .map(|k| String::from_utf8_lossy(k).into_owned())
+                        .collect()
+                })
+                .collect()
+        })
+    }
+
     #[test]
     fn a_snapshot_is_told_the_last_commit_to_its_column_family() {
         let stamps = Stamps::default();
         // Nothing is known before the history starts.
-        stamps.record(["a"].into_iter(), 3);
+        commit(&stamps, &["a"], &[], 3);
         assert_eq!(stamps.changed_at("a", 3), 3);
+        assert_eq!(stamps.changes("a", 3, 4), None);
         stamps.begin(5);
         stamps.begin(9); // a second open changes nothing
         assert_eq!(stamps.changed_at("a", 7), 5, "no commit to a since the start");
@@ -107,9 +233,9 @@ mod tests {
             4,
             "older than the start: its own version"
         );
-        stamps.record(["a", "b"].into_iter(), 6);
-        stamps.record(["b"].into_iter(), 7);
-        stamps.record(["a"].into_iter(), 9);
+        commit(&stamps, &["a", "b"], &["x"], 6);
+        commit(&stamps, &["b"], &["y"], 7);
+        commit(&stamps, &["a"], &["z", "x"], 9);
         assert_eq!(stamps.changed_at("a", 5), 5);
         assert_eq!(stamps.changed_at("a", 6), 6);
         assert_eq!(stamps.changed_at("a", 8), 6, "the commit at 7 did not write to a");
@@ -117,6 +243,24 @@ mod tests {
         assert_eq!(stamps.changed_at("a", 12), 9);
         assert_eq!(stamps.changed_at("b", 8), 7);
         assert_eq!(stamps.changed_at("c", 12), 5);
+        // The keys written in between.
+        assert_eq!(
+            texts(stamps.changes("a", 5, 9)),
+            Some(vec![vec!["x".into()], vec!["z".into(), "x".into()]])
+        );
+        assert_eq!(texts(stamps.changes("a", 6, 8)), Some(vec![]));
+        assert_eq!(
+            texts(stamps.changes("a", 6, 9)),
+            Some(vec![vec!["z".into(), "x".into()]])
+        );
+        assert_eq!(texts(stamps.changes("b", 6, 9)), Some(vec![vec!["y".into()]]));
+        assert_eq!(texts(stamps.changes("c", 5, 9)), Some(vec![]));
+        assert_eq!(stamps.changes("a", 4, 9), None, "from before the start");
+        // A commit remembered without its keys.
+        stamps.record(&[("a".into(), None)], 10);
+        assert_eq!(stamps.changes("a", 9, 10), None);
+        assert_eq!(stamps.changes("a", 6, 9).map(|l| l.len()), Some(1));
+        assert_eq!(stamps.changed_at("a", 10), 10);
     }
 
     #[test]
@@ -124,14 +268,63 @@ mod tests {
         let stamps = Stamps::default();
         stamps.begin(0);
         for v in 1..=(HISTORY as u64 + 10) {
-            stamps.record(["a"].into_iter(), v * 2);
+            commit(&stamps, &["a"], &["k"], v * 2);
         }
         let newest = (HISTORY as u64 + 10) * 2;
         assert_eq!(stamps.changed_at("a", newest + 1), newest);
-        // The oldest kept commit is 22: below it, nothing is known.
+        // Below the oldest kept commit, nothing is known.
         let oldest = newest - 2 * (HISTORY as u64 - 1);
         assert_eq!(stamps.changed_at("a", oldest + 1), oldest);
         assert_eq!(stamps.changed_at("a", oldest - 1), oldest - 1);
         assert_eq!(stamps.changed_at("a", 3), 3);
+        assert_eq!(
+            stamps.changes("a", oldest, newest).map(|l| l.len()),
+            Some(HISTORY - 1)
+        );
+        assert_eq!(stamps.changes("a", oldest - 1, newest), None);
+    }
+
+    #[test]
+    fn large_commits_are_remembered_without_their_keys() {
+        let stamps = Stamps::default();
+        stamps.begin(0);
+        let mut batch = Batch::default();
+        let put = |i: usize| Op::Put {
+            key: i.to_le_bytes().to_vec(),
+            value: Arc::from(&b"v"[..]),
+        };
+        batch.ops.push(("small".into(), (0..MAX_KEYS).map(put).collect()));
+        batch
+            .ops
+            .push(("large".into(), (0..=MAX_KEYS).map(put).collect()));
+        batch.ops.push((
+            "ranged".into(),
+            vec![
+                put(1),
+                Op::DeleteRange {
+                    start: vec![0],
+                    end: None,
+                },
+            ],
+        ));
+        stamps.record(&Stamps::keys_of(&batch), 1);
+        assert_eq!(stamps.changes("small", 0, 1).map(|l| l[0].len()), Some(MAX_KEYS));
+        assert_eq!(stamps.changes("large", 0, 1), None);
+        assert_eq!(stamps.changes("ranged", 0, 1), None);
+        // Past the byte bound, the oldest lists are forgotten.
+        let key = "k".repeat(64);
+        let big: Vec<&str> = vec![key.as_str(); MAX_KEYS];
+        let per_commit = 64 * MAX_KEYS;
+        let fit = MAX_KEY_BYTES / per_commit;
+        for v in 2..(2 + fit as u64 + 1) {
+            commit(&stamps, &["b"], &big, v);
+        }
+        let last = 2 + fit as u64;
+        assert_eq!(
+            stamps.changes("b", last - fit as u64, last).map(|l| l.len()),
+            Some(fit)
+        );
+        assert_eq!(stamps.changes("b", 1, last), None);
+        assert_eq!(stamps.changed_at("b", last), last);
     }
 }

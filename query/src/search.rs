@@ -203,7 +203,9 @@ pub struct SearchExplain {
     pub estimate: u64,
     /// How the estimate was made: `index` (counted), `index, at least` (the
     /// count stopped where a scan became cheapest), `row tags`, `sample`,
-    /// `kept matches` (an earlier search's matching rows, exact),
+    /// `kept matches` (an earlier search's matching rows, exact), `kept
+    /// matches, updated` (those of an earlier version of the collection,
+    /// brought forward by reading the documents written since),
     /// `documents, kept` (this search read every document to find them,
     /// and kept them for the next) or `none`.
     pub estimated_by: &'static str,
@@ -941,6 +943,77 @@ fn keep(view: &CacheView, parts: &[Part], filter: &Filter, rows: Vec<RowId>, ver
     matches
 }
 
+/// Matches are brought forward from an earlier version of the collection
+/// while the documents written since number at most this fraction of the
+/// rows (each is read and checked; a pass reads them all).
+const BRING_FORWARD_SHARE: f64 = 0.25;
+
+/// The matches of `filter` in `parts` at `version`, from those kept at an
+/// earlier version of the collection and the commits since: the kept rows
+/// still visible, less the rows of the documents written since, plus those
+/// of them that match now. Kept at `version` in place of the earlier ones.
+/// `None` when none were kept, the commits' keys are not known (see
+/// [`CollectionRead::changes_since`]) or more documents were written than
+/// [`BRING_FORWARD_SHARE`] of `rows`.
+fn bring_forward(
+    view: &CacheView,
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    filter: &Filter,
+    version: u64,
+    rows: u64,
+) -> Result<Option<Arc<Matches>>> {
+    let Some((from, earlier)) = view
+        .memo()
+        .latest_before(version, |m: &Matches| m.parts == parts && m.filter == *filter)
+    else {
+        return Ok(None);
+    };
+    let Some(lists) = read.changes_since(from) else {
+        return Ok(None);
+    };
+    // The document keys written, once each (a commit's index entries,
+    // vectors and counts are not documents).
+    let prefixes: Vec<Vec<u8>> = parts
+        .iter()
+        .map(|p| slate_core::keys::doc_prefix(p.as_bytes()))
+        .collect();
+    let mut written: Vec<&[u8]> = lists
+        .iter()
+        .flat_map(|keys| keys.iter())
+        .map(|k| &**k)
+        .filter(|k| prefixes.iter().any(|p| k.starts_with(p)))
+        .collect();
+    written.sort_unstable();
+    written.dedup();
+    if written.len() as f64 > BRING_FORWARD_SHARE * rows as f64 {
+        return Ok(None);
+    }
+    // Each written document's row now (a new one when its vector changed;
+    // none when it was deleted or has no vector), and whether it matches.
+    let docs = read.get_keys(&written)?;
+    let mut rewritten = Vec::new();
+    let mut matching = Vec::new();
+    for (key, doc) in written.iter().zip(docs) {
+        let Some(row) = view.row_of(key) else { continue };
+        rewritten.push(row);
+        if doc.is_some_and(|d| d.raw().is_ok_and(|raw| filter.matches(raw))) {
+            matching.push(row);
+        }
+    }
+    rewritten.sort_unstable();
+    // Rows retired since `from` (deleted documents, replaced vectors) are
+    // no longer visible.
+    let mut now: Vec<RowId> = earlier
+        .rows
+        .iter()
+        .copied()
+        .filter(|&r| view.is_visible(r) && rewritten.binary_search(&r).is_err())
+        .collect();
+    now.extend(matching);
+    Ok(Some(keep(view, parts, filter, now, version)))
+}
+
 fn in_parts(key: &[u8], parts: &[Part]) -> bool {
     parts.iter().any(|p| key.starts_with(p.as_bytes()))
 }
@@ -1127,14 +1200,29 @@ fn search_within(
         .as_ref()
         .filter(|f| !indexed && !checker.in_txn && !spec.fresh && reflexive(f));
     let same = |p: &[Part], f: &Filter| p == parts && Some(f) == memo_filter;
-    let mut kept: Option<Arc<Matches>> = memo_filter.and_then(|_| {
-        view.memo()
+    let mut brought_forward = false;
+    let mut kept: Option<Arc<Matches>> = match memo_filter {
+        None => None,
+        Some(filter) => match view
+            .memo()
             .get(Some(version), |m: &Matches| same(&m.parts, &m.filter))
-    });
+        {
+            Some(found) => Some(found),
+            None => {
+                let found = bring_forward(&view, read, parts, filter, version, rows)?;
+                brought_forward = found.is_some();
+                found
+            }
+        },
+    };
     let selectivity = match (&spec.filter, &source) {
         (None, _) => 1.0,
         (Some(_), _) if kept.is_some() => {
-            explain.estimated_by = "kept matches";
+            explain.estimated_by = if brought_forward {
+                "kept matches, updated"
+            } else {
+                "kept matches"
+            };
             kept.as_ref()
                 .map_or(0.0, |m| m.rows.len() as f64 / rows.max(1) as f64)
                 .min(1.0)
@@ -1716,9 +1804,12 @@ mod tests {
             ..Default::default()
         };
         // Ids of the hits, and where gather took its candidates from.
-        let gather = |read: &CollectionRead<'_>| -> (Vec<i64>, &'static str) {
+        let explained = |read: &CollectionRead<'_>| -> (Vec<i64>, SearchExplain) {
             let (hits, explain) = search(read, &[Part::none()], &spec).expect("search");
-            let ids = hits.iter().map(|h| h.id.as_i64().expect("id")).collect();
+            (hits.iter().map(|h| h.id.as_i64().expect("id")).collect(), explain)
+        };
+        let gather = |read: &CollectionRead<'_>| -> (Vec<i64>, &'static str) {
+            let (ids, explain) = explained(read);
             (ids, explain.candidates_from)
         };
         let before = db.read();
@@ -1743,18 +1834,31 @@ mod tests {
             gather(&first.collection("c").expect("c")),
             (vec![0, 3, 13], "kept matches")
         );
-        // The next commit to `c` moves new readers past them.
+        // After the next commit to `c`, they are brought forward: the one
+        // document it wrote is read again.
         write("c", vec![doc(3, 4)]);
         let latest = db.read();
+        let (ids, explain) = explained(&latest.collection("c").expect("c"));
+        assert_eq!(ids, [0, 13, 23]);
+        assert_eq!(
+            (explain.estimated_by, explain.candidates_from),
+            ("kept matches, updated", "kept matches")
+        );
         assert_eq!(
             gather(&latest.collection("c").expect("c")),
-            (vec![0, 13, 23], "documents")
+            (vec![0, 13, 23], "kept matches")
         );
-        // (Whose matches, kept there, replaced the older version's.)
+        // (Which replaced the older version's.)
         assert_eq!(
             gather(&after_other.collection("c").expect("c")),
             (vec![0, 3, 13], "documents")
         );
+        // A commit writing more than a quarter of the rows: found again from
+        // the documents.
+        write("c", (100..200).map(|i| doc(i, (i + 1) % 10)).collect());
+        let (ids, explain) = explained(&db.read().collection("c").expect("c"));
+        assert_eq!(ids, [0, 13, 23]);
+        assert_eq!(explain.candidates_from, "documents", "{explain:?}");
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! searches of the same rows.
 //!
 //! A search under a filter that no index answers finds the matching rows by
-//! reading documents. Kept here, keyed by the version the search read at,
-//! those rows serve every later search at that version as an index's
-//! posting list would. The memo belongs to one generation, so the row ids
+//! reading documents. Kept here, keyed by a version the caller names (the
+//! collection's version as of the search's snapshot), those rows serve
+//! every later search at that version as an index's posting list would,
+//! and can be brought forward to a later version
+//! ([`Memo::latest_before`]). The memo belongs to one generation, so the row ids
 //! it holds always name that generation's rows; what a value means, and
 //! which versions it holds for, is the caller's business (the cache cannot
 //! tell whether a commit changed the documents behind a value).
@@ -61,11 +63,37 @@ impl Memo {
         value.downcast::<T>().ok()
     }
 
+    /// The most recently kept value of type `T` at the newest version below
+    /// `version` (values kept for any version excluded) for which `is`
+    /// holds, with that version, now the most recently used: what a caller
+    /// may bring forward to `version` (see [`put`](Self::put)).
+    pub fn latest_before<T: Any + Send + Sync>(
+        &self,
+        version: u64,
+        is: impl Fn(&T) -> bool,
+    ) -> Option<(u64, Arc<T>)> {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut best: Option<(usize, u64)> = None;
+        for (i, e) in entries.iter().enumerate() {
+            let Some(v) = e.version.filter(|&v| v < version) else {
+                continue;
+            };
+            if best.is_none_or(|(_, b)| v >= b) && e.value.downcast_ref::<T>().is_some_and(&is) {
+                best = Some((i, v));
+            }
+        }
+        let (i, v) = best?;
+        let entry = entries.remove(i);
+        let value = Arc::clone(&entry.value);
+        entries.push(entry);
+        value.downcast::<T>().ok().map(|value| (v, value))
+    }
+
     /// Keeps `value`, of `bytes` bytes, for `version` (`None`: any), in place
-    /// of the values of type `T` at that version for which `replaces` holds.
-    /// Values kept for older versions go first (a reader at such a version
-    /// is rare once a newer one asks), then the least recently used, down to
-    /// the bounds. A value over [`MEMO_BYTES`] is not kept.
+    /// of the values of type `T` for which `replaces` holds at that version
+    /// or an older one (a value brought forward to a newer version replaces
+    /// the one it came from). Then the least recently used go, down to the
+    /// bounds. A value over [`MEMO_BYTES`] is not kept.
     pub fn put<T: Any + Send + Sync>(
         &self,
         version: Option<u64>,
@@ -75,9 +103,9 @@ impl Memo {
     ) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.retain(|e| {
-            let same = e.version == version && e.value.downcast_ref::<T>().is_some_and(&replaces);
-            let older = matches!((e.version, version), (Some(old), Some(new)) if old < new);
-            !same && !older
+            let at_or_before =
+                e.version == version || matches!((e.version, version), (Some(old), Some(new)) if old < new);
+            !(at_or_before && e.value.downcast_ref::<T>().is_some_and(&replaces))
         });
         if bytes > MEMO_BYTES {
             return;
@@ -121,18 +149,44 @@ mod tests {
     }
 
     #[test]
-    fn a_newer_version_drops_older_values_but_not_those_for_any_version() {
+    fn a_newer_version_replaces_what_it_names_at_older_versions_only() {
         let memo = Memo::default();
         memo.put(Some(3), 8, Arc::new(1u32), |_| false);
+        memo.put(Some(3), 8, Arc::new(10u32), |_| false);
         memo.put(None, 8, Arc::new(2u32), |_| false);
-        memo.put(Some(5), 8, Arc::new(3u32), |_| false);
-        assert!(memo.get::<u32>(Some(3), |_| true).is_none());
+        memo.put(Some(5), 8, Arc::new(3u32), |v| *v == 1 || *v == 2);
+        assert!(memo.get::<u32>(Some(3), |v| *v == 1).is_none());
+        assert_eq!(memo.get::<u32>(Some(3), |_| true).as_deref(), Some(&10));
         assert_eq!(memo.get::<u32>(None, |_| true).as_deref(), Some(&2));
         assert_eq!(memo.get::<u32>(Some(5), |_| true).as_deref(), Some(&3));
         // An older reader's value does not push out the newer one.
-        memo.put(Some(4), 8, Arc::new(4u32), |_| false);
+        memo.put(Some(4), 8, Arc::new(4u32), |_| true);
         assert_eq!(memo.get::<u32>(Some(5), |_| true).as_deref(), Some(&3));
+        assert!(memo.get::<u32>(Some(3), |_| true).is_none());
         assert_eq!(memo.usage().0, 3);
+    }
+
+    #[test]
+    fn the_latest_value_below_a_version_is_found() {
+        let memo = Memo::default();
+        memo.put(Some(2), 8, Arc::new(20u32), |_| false);
+        memo.put(Some(6), 8, Arc::new(60u32), |_| false);
+        memo.put(Some(4), 8, Arc::new(40u32), |_| false);
+        memo.put(None, 8, Arc::new(0u32), |_| false);
+        assert_eq!(
+            memo.latest_before::<u32>(7, |_| true).map(|(v, x)| (v, *x)),
+            Some((6, 60))
+        );
+        assert_eq!(
+            memo.latest_before::<u32>(6, |_| true).map(|(v, x)| (v, *x)),
+            Some((4, 40))
+        );
+        assert_eq!(
+            memo.latest_before::<u32>(7, |x| *x < 50).map(|(v, x)| (v, *x)),
+            Some((4, 40))
+        );
+        assert!(memo.latest_before::<u32>(2, |_| true).is_none());
+        assert!(memo.latest_before::<u64>(7, |_| true).is_none());
     }
 
     #[test]
