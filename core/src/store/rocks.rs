@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use rocksdb::{
-    BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBCompressionType, IteratorMode,
-    MultiThreaded, Options, ReadOptions, WriteBatch, WriteOptions,
+    BlockBasedIndexType, BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor,
+    DBCompressionType, IteratorMode, MultiThreaded, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
 use super::{
@@ -78,6 +78,17 @@ impl RocksStoreBuilder {
         // consult) stay pinned in the cache: no LRU lookup, under its mutex,
         // for them on each get.
         table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+        // Index and filters in 4 KiB partitions under a small top level,
+        // itself pinned. A file flushed from one large commit (100,000
+        // documents with 384-d vectors make one of about 200 MB) has an index
+        // of megabytes: whole, it fits no shard of the cache, and every get
+        // read and decompressed it again (about 130 µs a document, where a
+        // get from the write buffer took 0.5 µs). Partitioned, a get reads
+        // one partition, which the cache keeps.
+        table.set_index_type(BlockBasedIndexType::TwoLevelIndexSearch);
+        table.set_partition_filters(true);
+        table.set_metadata_block_size(4096);
+        table.set_pin_top_level_index_and_filter(true);
         let mut cf_opts = Options::default();
         cf_opts.set_block_based_table_factory(&table);
         cf_opts.set_compression_type(DBCompressionType::Lz4);
