@@ -452,8 +452,10 @@ impl<'t> CollectionRead<'t> {
     /// `from` up to [`changed_at`](Self::changed_at), one list a commit
     /// (documents, index entries and the rest; a key may be listed more than
     /// once). `None` when they are not known: a commit of more than
-    /// [`MAX_CHANGED_KEYS`](crate::MAX_CHANGED_KEYS) keys or older than the
-    /// history, and reads that do not know their `changed_at`.
+    /// [`MAX_CHANGED_KEYS`](crate::MAX_CHANGED_KEYS) keys or one that
+    /// deleted a range, commits older than the history (its last 64 commits
+    /// and last MiB of keys) or a dropped collection's, and reads that do
+    /// not know their `changed_at`.
     pub fn changes_since(&self, from: u64) -> Option<Vec<ChangedKeys>> {
         self.stamps.as_ref()?.changes(&self.cf, from, self.changed)
     }

@@ -103,6 +103,7 @@ impl Store for TrackedStore {
     }
 
     fn drop_cf(&self, name: &str) -> Result<()> {
+        self.stamps.forget_keys(name);
         self.inner.drop_cf(name)
     }
 

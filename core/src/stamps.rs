@@ -39,11 +39,63 @@ pub(crate) const HISTORY: usize = 64;
 /// commit is remembered without them.
 pub const MAX_KEYS: usize = 4096;
 
-/// The most key bytes a column family's history holds.
-pub const MAX_KEY_BYTES: usize = 4 << 20;
+/// The most bytes of keys (with 4 bytes of bookkeeping each) a column
+/// family's history holds.
+pub const MAX_KEY_BYTES: usize = 1 << 20;
 
-/// The keys one commit wrote (put or deleted) in one column family.
-pub type Keys = Arc<[Box<[u8]>]>;
+/// The keys one commit wrote (put or deleted) in one column family, in one
+/// buffer.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct KeyList {
+    bytes: Vec<u8>,
+    /// Where each key ends in `bytes`.
+    ends: Vec<u32>,
+}
+
+impl KeyList {
+    /// The list of `keys`, in order.
+    pub fn new<'a>(keys: impl Iterator<Item = &'a [u8]> + Clone) -> Self {
+        let (n, total) = keys.clone().fold((0, 0), |(n, t), k| (n + 1, t + k.len()));
+        let mut list = Self {
+            bytes: Vec::with_capacity(total),
+            ends: Vec::with_capacity(n),
+        };
+        for key in keys {
+            list.bytes.extend_from_slice(key);
+            list.ends
+                .push(u32::try_from(list.bytes.len()).unwrap_or(u32::MAX));
+        }
+        list
+    }
+
+    /// The keys, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let key = &self.bytes[start..end as usize];
+            start = end as usize;
+            key
+        })
+    }
+
+    /// How many keys.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Bytes held, counted against [`MAX_KEY_BYTES`].
+    fn held(&self) -> usize {
+        self.bytes.len() + 4 * self.ends.len()
+    }
+}
+
+/// A commit's keys in one column family, shared with readers.
+pub type Keys = Arc<KeyList>;
 
 /// One commit to a column family: its version and, unless it wrote more
 /// than [`MAX_KEYS`] or deleted a range, its keys.
@@ -54,7 +106,7 @@ struct Commit {
 }
 
 fn key_bytes(c: &Commit) -> usize {
-    c.keys.as_ref().map_or(0, |k| k.iter().map(|k| k.len()).sum())
+    c.keys.as_ref().map_or(0, |k| k.held())
 }
 
 /// Recent commit versions per column family, since the store was opened.
@@ -83,18 +135,13 @@ impl Stamps {
             .ops
             .iter()
             .map(|(cf, ops)| {
-                let keys = (ops.len() <= MAX_KEYS)
-                    .then(|| {
-                        ops.iter()
-                            .map(|op| match op {
-                                Op::Put { key, .. } | Op::Delete { key } => {
-                                    Some(key.clone().into_boxed_slice())
-                                }
-                                Op::DeleteRange { .. } => None,
-                            })
-                            .collect::<Option<Keys>>()
-                    })
-                    .flatten();
+                let ranged = ops.iter().any(|op| matches!(op, Op::DeleteRange { .. }));
+                let keys = (ops.len() <= MAX_KEYS && !ranged).then(|| {
+                    Arc::new(KeyList::new(ops.iter().filter_map(|op| match op {
+                        Op::Put { key, .. } | Op::Delete { key } => Some(key.as_slice()),
+                        Op::DeleteRange { .. } => None,
+                    })))
+                });
                 (cf.clone(), keys)
             })
             .collect()
@@ -139,6 +186,16 @@ impl Stamps {
                 bytes -= key_bytes(commit);
                 commit.keys = None;
             }
+        }
+    }
+
+    /// Forgets the keys of the commits to `cf` (dropped: nothing reads them
+    /// again), keeping their versions, which readers of its last state may
+    /// still ask [`changed_at`](Self::changed_at) about.
+    pub(crate) fn forget_keys(&self, cf: &str) {
+        let mut by_cf = self.by_cf.write().unwrap_or_else(PoisonError::into_inner);
+        for commit in by_cf.get_mut(cf).into_iter().flatten() {
+            commit.keys = None;
         }
     }
 
@@ -197,7 +254,7 @@ mod tests {
 
     /// Records a commit writing `keys` (as text) to each of `cfs`.
     fn commit(stamps: &Stamps, cfs: &[&str], keys: &[&str], version: u64) {
-        let keys: Keys = keys.iter().map(|k| k.as_bytes().into()).collect();
+        let keys: Keys = Arc::new(KeyList::new(keys.iter().map(|k| k.as_bytes())));
         let cfs: Vec<(String, Option<Keys>)> = cfs
             .iter()
             .map(|cf| (cf.to_string(), Some(keys.clone())))
@@ -261,6 +318,10 @@ mod tests {
         assert_eq!(stamps.changes("a", 9, 10), None);
         assert_eq!(stamps.changes("a", 6, 9).map(|l| l.len()), Some(1));
         assert_eq!(stamps.changed_at("a", 10), 10);
+        // A dropped column family's keys are forgotten, its versions not.
+        stamps.forget_keys("b");
+        assert_eq!(stamps.changes("b", 6, 9), None);
+        assert_eq!(stamps.changed_at("b", 8), 7);
     }
 
     #[test]
@@ -314,7 +375,7 @@ mod tests {
         // Past the byte bound, the oldest lists are forgotten.
         let key = "k".repeat(64);
         let big: Vec<&str> = vec![key.as_str(); MAX_KEYS];
-        let per_commit = 64 * MAX_KEYS;
+        let per_commit = (64 + 4) * MAX_KEYS;
         let fit = MAX_KEY_BYTES / per_commit;
         for v in 2..(2 + fit as u64 + 1) {
             commit(&stamps, &["b"], &big, v);

@@ -944,74 +944,86 @@ fn keep(view: &CacheView, parts: &[Part], filter: &Filter, rows: Vec<RowId>, ver
 }
 
 /// Matches are brought forward from an earlier version of the collection
-/// while the documents written since number at most this fraction of the
-/// rows (each is read and checked; a pass reads them all).
+/// only while the documents written since number at most this fraction of
+/// the rows (past it, a pass over the documents is the better way to find
+/// them again).
 const BRING_FORWARD_SHARE: f64 = 0.25;
 
-/// The matches of `filter` in `parts` at `version`, from those kept at an
-/// earlier version of the collection and the commits since: the kept rows
-/// still visible, less the rows of the documents written since, plus those
-/// of them that match now. Kept at `version` in place of the earlier ones.
-/// `None` when none were kept, the commits' keys are not known (see
-/// [`CollectionRead::changes_since`]) or more documents were written than
-/// [`BRING_FORWARD_SHARE`] of `rows`.
-fn bring_forward(
-    view: &CacheView,
-    read: &CollectionRead<'_>,
-    parts: &[Part],
-    filter: &Filter,
+/// A search's way to its filter's matches from those kept at an earlier
+/// version of the collection and the commits since (see [`Forward::run`]).
+struct Forward<'a, 'r> {
+    view: &'a CacheView,
+    read: &'a CollectionRead<'r>,
+    parts: &'a [Part],
+    filter: &'a Filter,
     version: u64,
-    rows: u64,
-) -> Result<Option<Arc<Matches>>> {
-    let Some((from, earlier)) = view
-        .memo()
-        .latest_before(version, |m: &Matches| m.parts == parts && m.filter == *filter)
-    else {
-        return Ok(None);
-    };
-    let Some(lists) = read.changes_since(from) else {
-        return Ok(None);
-    };
-    // The document keys written, once each (a commit's index entries,
-    // vectors and counts are not documents).
-    let prefixes: Vec<Vec<u8>> = parts
-        .iter()
-        .map(|p| slate_core::keys::doc_prefix(p.as_bytes()))
-        .collect();
-    let mut written: Vec<&[u8]> = lists
-        .iter()
-        .flat_map(|keys| keys.iter())
-        .map(|k| &**k)
-        .filter(|k| prefixes.iter().any(|p| k.starts_with(p)))
-        .collect();
-    written.sort_unstable();
-    written.dedup();
-    if written.len() as f64 > BRING_FORWARD_SHARE * rows as f64 {
-        return Ok(None);
-    }
-    // Each written document's row now (a new one when its vector changed;
-    // none when it was deleted or has no vector), and whether it matches.
-    let docs = read.get_keys(&written)?;
-    let mut rewritten = Vec::new();
-    let mut matching = Vec::new();
-    for (key, doc) in written.iter().zip(docs) {
-        let Some(row) = view.row_of(key) else { continue };
-        rewritten.push(row);
-        if doc.is_some_and(|d| d.raw().is_ok_and(|raw| filter.matches(raw))) {
-            matching.push(row);
+}
+
+impl Forward<'_, '_> {
+    /// The matches of the filter in the partitions at the version: the rows
+    /// kept at the latest earlier version still visible, less the rows of
+    /// the documents written since, plus those of them that match now (a
+    /// write of a document with a vector gives it a new row; a deleted
+    /// document, or one without a vector, has none). Kept at the version in
+    /// place of the earlier ones. `None` when none were kept, the commits'
+    /// keys are not known (see [`CollectionRead::changes_since`]), more
+    /// documents were written than [`BRING_FORWARD_SHARE`] of the rows, or
+    /// `worth(earlier matches, documents written)` says no.
+    fn run(&self, worth: impl FnOnce(usize, usize) -> bool) -> Result<Option<Arc<Matches>>> {
+        let (view, parts, filter) = (self.view, self.parts, self.filter);
+        let Some((from, earlier)) = view.memo().latest_before(self.version, |m: &Matches| {
+            m.parts == parts && m.filter == *filter
+        }) else {
+            return Ok(None);
+        };
+        let Some(lists) = self.read.changes_since(from) else {
+            return Ok(None);
+        };
+        // The document keys written, once each (a commit's index entries,
+        // vectors and counts are not documents), counted no further than
+        // the share.
+        let limit = (BRING_FORWARD_SHARE * view.len() as f64) as usize;
+        let prefixes: Vec<Vec<u8>> = parts
+            .iter()
+            .map(|p| slate_core::keys::doc_prefix(p.as_bytes()))
+            .collect();
+        let mut written: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+        for key in lists.iter().flat_map(|keys| keys.iter()) {
+            if prefixes.iter().any(|p| key.starts_with(p)) {
+                written.insert(key);
+                if written.len() > limit {
+                    return Ok(None);
+                }
+            }
         }
+        if !worth(earlier.rows.len(), written.len()) {
+            return Ok(None);
+        }
+        let mut written: Vec<&[u8]> = written.into_iter().collect();
+        written.sort_unstable();
+        let docs = self.read.get_keys(&written)?;
+        let mut rewritten = Vec::new();
+        let mut matching = Vec::new();
+        for (key, doc) in written.iter().zip(docs) {
+            let Some(row) = view.row_of(key) else { continue };
+            rewritten.push(row);
+            if doc.is_some_and(|d| d.raw().is_ok_and(|raw| filter.matches(raw))) {
+                matching.push(row);
+            }
+        }
+        rewritten.sort_unstable();
+        // Rows retired since `from` (deleted documents, rewritten ones) are
+        // no longer visible; a written document's current row is dropped
+        // too, and added back if it matches.
+        let mut now: Vec<RowId> = earlier
+            .rows
+            .iter()
+            .copied()
+            .filter(|&r| view.is_visible(r) && rewritten.binary_search(&r).is_err())
+            .collect();
+        now.extend(matching);
+        Ok(Some(keep(view, parts, filter, now, self.version)))
     }
-    rewritten.sort_unstable();
-    // Rows retired since `from` (deleted documents, replaced vectors) are
-    // no longer visible.
-    let mut now: Vec<RowId> = earlier
-        .rows
-        .iter()
-        .copied()
-        .filter(|&r| view.is_visible(r) && rewritten.binary_search(&r).is_err())
-        .collect();
-    now.extend(matching);
-    Ok(Some(keep(view, parts, filter, now, version)))
 }
 
 fn in_parts(key: &[u8], parts: &[Part]) -> bool {
@@ -1209,7 +1221,51 @@ fn search_within(
         {
             Some(found) => Some(found),
             None => {
-                let found = bring_forward(&view, read, parts, filter, version, rows)?;
+                let forward = Forward {
+                    view: &view,
+                    read,
+                    parts,
+                    filter,
+                    version,
+                };
+                let found = forward.run(|earlier, written| {
+                    // Worth it when reading the documents written and
+                    // searching the matches costs less than this search
+                    // without them: a sample, then the strategy (the
+                    // cheapest, or the one forced) on the earlier count.
+                    let n = rows as f64;
+                    let m = earlier as f64;
+                    let without = Priced {
+                        n,
+                        k: spec.k as f64,
+                        matches: m,
+                        candidates: n,
+                        selectivity: (m / n.max(1.0)).max(1.0 / n.max(1.0)),
+                        par: slate_vector::effective_threads(spec.threads).max(1) as f64,
+                        filtered: true,
+                        exact: false,
+                        indexed: false,
+                        id_lookup,
+                    };
+                    let with = Priced {
+                        candidates: m,
+                        exact: true,
+                        indexed: true,
+                        ..without
+                    };
+                    let priced = |costs: [(Strategy, Option<f64>); 3]| match spec.strategy {
+                        Strategy::Auto => cheapest(&costs),
+                        forced => costs
+                            .iter()
+                            .find(|c| c.0 == forced)
+                            .and_then(|c| c.1)
+                            .unwrap_or(f64::INFINITY),
+                    };
+                    let sample = n.min(SAMPLE_ROWS as f64) * model.doc_check;
+                    let cost_with = written as f64 * model.doc_check + priced(model.tagged().costs(&with));
+                    let cost_without = sample + priced(model.costs(&without));
+                    cost_with < cost_without
+                })?;
                 brought_forward = found.is_some();
                 found
             }
@@ -1844,6 +1900,8 @@ mod tests {
             (explain.estimated_by, explain.candidates_from),
             ("kept matches, updated", "kept matches")
         );
+        // Exactly the 30 matches: 0 and 13, 23, ..., 293, not 3's old row.
+        assert_eq!(explain.estimate, 30);
         assert_eq!(
             gather(&latest.collection("c").expect("c")),
             (vec![0, 13, 23], "kept matches")

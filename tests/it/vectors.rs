@@ -922,6 +922,16 @@ fn kept_matches_of_an_unindexed_filter_follow_every_write() {
                 ("kept matches, updated", "kept matches"),
                 "{b}"
             );
+            // Exactly the matches: none of a row retired, none missing.
+            let (_, explain) = coll
+                .search("v", &query)
+                .k(10)
+                .filter(doc! { "u": 7 })
+                .explain()
+                .expect("search");
+            assert_eq!(explain.estimated_by, "kept matches", "{b}");
+            let matching = model.values().filter(|(_, u, _)| *u == 7).count();
+            assert_eq!(explain.estimate as usize, matching, "{b}");
             assert_eq!(kept_auto(&coll, &query, &want(model)).0, "kept matches", "{b}");
             assert_eq!(
                 kept_search(&coll, &query, &want(model), false),
@@ -1042,7 +1052,7 @@ fn kept_matches_belong_to_their_partitions() {
                     .vector_field_config(VectorField::new("v", 4, Metric::L2)),
             )
             .expect("create");
-        let model: Model = (0..3000).map(|i| (i, (kept_vector(i), i % 50, i % 3))).collect();
+        let mut model: Model = (0..3000).map(|i| (i, (kept_vector(i), i % 50, i % 3))).collect();
         coll.partitions(vec![Bson::Int64(0), Bson::Int64(1), Bson::Int64(2)])
             .insert_many(model.iter().map(|(i, (v, u, t))| kept_doc(*i, v, *u, *t)))
             .expect("insert");
@@ -1059,6 +1069,28 @@ fn kept_matches_belong_to_their_partitions() {
             assert_eq!(
                 kept_search(&scoped, &query, &want, false),
                 ["kept matches"; 4],
+                "{b} {tenants:?}"
+            );
+        }
+        // A matching document written to partition 1, nearest of all: each
+        // scope's matches are brought forward, with it where partition 1
+        // is searched.
+        coll.partitions(vec![Bson::Int64(1)])
+            .insert_one(kept_doc(9000, &query, 7, 1))
+            .expect("insert");
+        model.insert(9000, (query.to_vec(), 7, 1));
+        for tenants in [vec![0], vec![1], vec![0, 1], vec![2]] {
+            let scoped = coll.partitions(tenants.iter().map(|t| Bson::Int64(*t)).collect());
+            let want = kept_want(&model, &query, &tenants);
+            assert_eq!(want[0] == (9000, 0.0), tenants.contains(&1), "{tenants:?}");
+            assert_eq!(
+                kept_search(&scoped, &query, &want, false),
+                [
+                    "kept matches, updated",
+                    "kept matches",
+                    "kept matches",
+                    "kept matches"
+                ],
                 "{b} {tenants:?}"
             );
         }

@@ -65,14 +65,15 @@ impl Memo {
 
     /// The most recently kept value of type `T` at the newest version below
     /// `version` (values kept for any version excluded) for which `is`
-    /// holds, with that version, now the most recently used: what a caller
-    /// may bring forward to `version` (see [`put`](Self::put)).
+    /// holds, with that version: what a caller may bring forward to
+    /// `version` (see [`put`](Self::put)). Not marked used: the value
+    /// brought forward, kept at `version`, replaces it.
     pub fn latest_before<T: Any + Send + Sync>(
         &self,
         version: u64,
         is: impl Fn(&T) -> bool,
     ) -> Option<(u64, Arc<T>)> {
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let mut best: Option<(usize, u64)> = None;
         for (i, e) in entries.iter().enumerate() {
             let Some(v) = e.version.filter(|&v| v < version) else {
@@ -83,10 +84,10 @@ impl Memo {
             }
         }
         let (i, v) = best?;
-        let entry = entries.remove(i);
-        let value = Arc::clone(&entry.value);
-        entries.push(entry);
-        value.downcast::<T>().ok().map(|value| (v, value))
+        Arc::clone(&entries[i].value)
+            .downcast::<T>()
+            .ok()
+            .map(|value| (v, value))
     }
 
     /// Keeps `value`, of `bytes` bytes, for `version` (`None`: any), in place
