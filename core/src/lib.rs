@@ -27,7 +27,7 @@ pub use error::{Error, KeyDisplay, Result};
 pub use index::check_integrity;
 pub use read::{CollectionRead, DocRun, Part, RawDoc, ReadTxn};
 pub use slate_vector::Metric;
-pub use stamps::{Keys as ChangedKeys, MAX_KEYS as MAX_CHANGED_KEYS};
+pub use stamps::{KeyList, Keys as ChangedKeys, MAX_KEYS as MAX_CHANGED_KEYS};
 pub use store::{
     begin_write, Batch, Bytes, Direction, Entry, EntryIter, KeyRange, MemoryStore, Op, RocksStore,
     RocksStoreBuilder, Snapshot, Store, Visitor,

@@ -135,8 +135,16 @@ impl Stamps {
             .ops
             .iter()
             .map(|(cf, ops)| {
+                // Neither a range nor more than the bounds hold.
                 let ranged = ops.iter().any(|op| matches!(op, Op::DeleteRange { .. }));
-                let keys = (ops.len() <= MAX_KEYS && !ranged).then(|| {
+                let bytes: usize = ops
+                    .iter()
+                    .map(|op| match op {
+                        Op::Put { key, .. } | Op::Delete { key } => key.len() + 4,
+                        Op::DeleteRange { .. } => 0,
+                    })
+                    .sum();
+                let keys = (ops.len() <= MAX_KEYS && !ranged && bytes <= MAX_KEY_BYTES).then(|| {
                     Arc::new(KeyList::new(ops.iter().filter_map(|op| match op {
                         Op::Put { key, .. } | Op::Delete { key } => Some(key.as_slice()),
                         Op::DeleteRange { .. } => None,

@@ -1253,17 +1253,24 @@ fn search_within(
                         indexed: true,
                         ..without
                     };
+                    // Forced bitmap without an index makes a pass over the
+                    // documents, as gather does: priced as gather's.
                     let priced = |costs: [(Strategy, Option<f64>); 3]| match spec.strategy {
                         Strategy::Auto => cheapest(&costs),
-                        forced => costs
-                            .iter()
-                            .find(|c| c.0 == forced)
-                            .and_then(|c| c.1)
-                            .unwrap_or(f64::INFINITY),
+                        forced => {
+                            let of = |s: Strategy| costs.iter().find(|c| c.0 == s).and_then(|c| c.1);
+                            of(forced)
+                                .or_else(|| of(Strategy::Gather))
+                                .unwrap_or(f64::INFINITY)
+                        }
                     };
-                    let sample = n.min(SAMPLE_ROWS as f64) * model.doc_check;
+                    // A sample reads up to 1,024 documents, stopping at 64
+                    // matches.
+                    let sampled = n
+                        .min(SAMPLE_ROWS as f64)
+                        .min(SAMPLE_HITS as f64 / without.selectivity);
                     let cost_with = written as f64 * model.doc_check + priced(model.tagged().costs(&with));
-                    let cost_without = sample + priced(model.costs(&without));
+                    let cost_without = sampled * model.doc_check + priced(model.costs(&without));
                     cost_with < cost_without
                 })?;
                 brought_forward = found.is_some();

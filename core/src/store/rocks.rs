@@ -74,9 +74,10 @@ impl RocksStoreBuilder {
         table.set_block_cache(&cache);
         table.set_bloom_filter(10.0, false);
         table.set_cache_index_and_filter_blocks(true);
-        // Level 0's index and filter blocks (every file a point read may
-        // consult) stay pinned in the cache: no LRU lookup, under its mutex,
-        // for them on each get.
+        // Level 0's index and filter blocks (with the partitioned index
+        // below: their partitions, for files up to 1.5 write buffers) stay
+        // pinned in the cache: no LRU lookup, under its mutex, for them on
+        // each get.
         table.set_pin_l0_filter_and_index_blocks_in_cache(true);
         // Index and filters in 4 KiB partitions under a small top level,
         // itself pinned. A file flushed from one large commit (100,000
