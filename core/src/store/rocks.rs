@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use rocksdb::{
-    BlockBasedIndexType, BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor,
-    DBCompressionType, IteratorMode, MultiThreaded, Options, ReadOptions, WriteBatch, WriteOptions,
+    BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBCompressionType, IteratorMode,
+    LruCacheOptions, MultiThreaded, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
 use super::{
@@ -69,27 +69,27 @@ impl RocksStoreBuilder {
 
     /// Opens the store, with every column family it already has.
     pub fn open(self) -> Result<RocksStore> {
-        let cache = Cache::new_lru_cache(self.block_cache_bytes);
+        // Four shards (16 MiB each at the default size), not RocksDB's 64 of
+        // 1 MiB: a file flushed from one large commit (100,000 documents
+        // with 384-d vectors make one of about 200 MB) has an index block of
+        // megabytes, which fit no 1 MiB shard, so every get read and
+        // decompressed it again (about 130 µs a document, where a get from
+        // the write buffer takes 0.5 µs). A partitioned index fixes that
+        // too, and for larger files, but made single gets from small files
+        // 20% slower; an index block larger than a shard (a file of about
+        // 2 GB at the default size) is still read on each get.
+        let mut cache_opts = LruCacheOptions::default();
+        cache_opts.set_capacity(self.block_cache_bytes);
+        cache_opts.set_num_shard_bits(2);
+        let cache = Cache::new_lru_cache_opts(&cache_opts);
         let mut table = BlockBasedOptions::default();
         table.set_block_cache(&cache);
         table.set_bloom_filter(10.0, false);
         table.set_cache_index_and_filter_blocks(true);
-        // Level 0's index and filter blocks (with the partitioned index
-        // below: their partitions, for files up to 1.5 write buffers) stay
-        // pinned in the cache: no LRU lookup, under its mutex, for them on
-        // each get.
+        // Level 0's index and filter blocks (every file a point read may
+        // consult) stay pinned in the cache: no LRU lookup, under its mutex,
+        // for them on each get.
         table.set_pin_l0_filter_and_index_blocks_in_cache(true);
-        // Index and filters in 4 KiB partitions under a small top level,
-        // itself pinned. A file flushed from one large commit (100,000
-        // documents with 384-d vectors make one of about 200 MB) has an index
-        // of megabytes: whole, it fits no shard of the cache, and every get
-        // read and decompressed it again (about 130 µs a document, where a
-        // get from the write buffer took 0.5 µs). Partitioned, a get reads
-        // one partition, which the cache keeps.
-        table.set_index_type(BlockBasedIndexType::TwoLevelIndexSearch);
-        table.set_partition_filters(true);
-        table.set_metadata_block_size(4096);
-        table.set_pin_top_level_index_and_filter(true);
         let mut cf_opts = Options::default();
         cf_opts.set_block_based_table_factory(&table);
         cf_opts.set_compression_type(DBCompressionType::Lz4);
