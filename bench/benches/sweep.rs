@@ -5,7 +5,9 @@
 //! selectivity (`sweep::WINDOWS` at most), each handed to the reference with
 //! its own rows, so that neither side finds the last query's rows in cache.
 //! First prints the planner's cost constants measured on this machine
-//! beside the ones `CostModel` uses.
+//! beside the ones `CostModel` uses. Without an index, auto also runs with
+//! its filters repeated (`auto-repeated`) and, after every point, right
+//! after a commit changing 10 documents (`auto-after-write`).
 //!
 //! `bash scripts/bench.sh sweep` (100k × 384, k = 10, one thread per query);
 //! `SLATE_SWEEP_N` and `SLATE_SWEEP_DIM` change the size, and
@@ -16,7 +18,8 @@
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use bson::{doc, Bson};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use slate_bench::sweep::{self, SweepConfig, SweepData, SELECTIVITIES, STRATEGIES};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -164,6 +167,47 @@ fn bench(c: &mut Criterion) {
             });
             group.finish();
         }
+    }
+    // Last, since its commits leave retired rows behind for every later
+    // search: auto with its filters repeated, each search right after a
+    // commit changing 10 documents (not timed), as under a stream of
+    // writes. A filter no index narrows brings its kept matches forward by
+    // reading the documents written.
+    let mut written = 0u64;
+    for s in SELECTIVITIES {
+        if only.is_some_and(|o| (o - s * 100.0).abs() > 1e-9) {
+            continue;
+        }
+        let point = data
+            .measure_checked(s, false)
+            .expect("strategies agree with the reference");
+        let mut group = c.benchmark_group(format!("sweep/{}%-unindexed", s * 100.0));
+        group.throughput(Throughput::Elements(1));
+        group.sample_size(20);
+        let mut i = 0;
+        group.bench_function("auto-after-write", |b| {
+            b.iter_batched(
+                || {
+                    let ids: Vec<Bson> = (0..10)
+                        .map(|_| {
+                            written += 1;
+                            Bson::Int64((written.wrapping_mul(0x9e37_79b9) % config.n as u64) as i64)
+                        })
+                        .collect();
+                    data.docs
+                        .update_many(doc! { "_id": { "$in": ids } }, doc! { "$inc": { "w": 1 } }, false)
+                        .expect("write");
+                    i += 1;
+                    i
+                },
+                |i| {
+                    data.slate_repeated(&data.queries[i % data.queries.len()], &point.window(i).filter)
+                        .expect("search")
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        group.finish();
     }
 }
 
