@@ -127,10 +127,9 @@ impl<'db> ReadTxn<'db> {
         let searchable = vectors.is_some();
         let mut read = CollectionRead::new(SnapRef::Shared(self.snap.clone()), config, cf, vectors);
         if searchable {
-            // Vector searches key what they keep by it (see `Stamps`); other
-            // reads skip the lookup.
-            read.changed = self.db.shared.stamps.changed_at(&read.cf, read.version());
-            read.stamps = Some(Arc::clone(&self.db.shared.stamps));
+            // Vector searches key what they keep by the collection's version
+            // (see `Stamps`), looked up when they ask.
+            read.stamps = Some(&self.db.shared.stamps);
         }
         Ok(read)
     }
@@ -280,10 +279,9 @@ pub struct CollectionRead<'t> {
     /// Inside a write transaction: its document count changes, by
     /// collection and partition, which it writes only at commit.
     pending_counts: Option<&'t CountDeltas>,
-    /// See [`changed_at`](Self::changed_at).
-    changed: u64,
-    /// The database's commit history, when `changed` was read from it.
-    stamps: Option<Arc<Stamps>>,
+    /// The database's commit history, for [`changed_at`](Self::changed_at)
+    /// (a searchable collection's read outside a write transaction).
+    stamps: Option<&'t Stamps>,
 }
 
 /// A write transaction's document count changes, by collection and
@@ -311,14 +309,12 @@ impl<'t> CollectionRead<'t> {
         cf: Arc<str>,
         vectors: Option<Arc<VectorSet>>,
     ) -> Self {
-        let changed = snap.version();
         Self {
             snap,
             cf,
             config,
             vectors,
             pending_counts: None,
-            changed,
             stamps: None,
         }
     }
@@ -445,7 +441,8 @@ impl<'t> CollectionRead<'t> {
     /// reads, and reads of a collection without vector fields or through a
     /// transaction that reads documents only.
     pub fn changed_at(&self) -> u64 {
-        self.changed
+        let version = self.version();
+        self.stamps.map_or(version, |s| s.changed_at(&self.cf, version))
     }
 
     /// The keys written to this collection by the commits after version
@@ -457,7 +454,7 @@ impl<'t> CollectionRead<'t> {
     /// and last MiB of keys) or a dropped collection's, and reads that do
     /// not know their `changed_at`.
     pub fn changes_since(&self, from: u64) -> Option<Vec<ChangedKeys>> {
-        self.stamps.as_ref()?.changes(&self.cf, from, self.changed)
+        self.stamps?.changes(&self.cf, from, self.changed_at())
     }
 
     /// The partition for `value`; an error in a collection that is not

@@ -135,21 +135,20 @@ impl Stamps {
             .ops
             .iter()
             .map(|(cf, ops)| {
-                // Neither a range nor more than the bounds hold.
-                let ranged = ops.iter().any(|op| matches!(op, Op::DeleteRange { .. }));
-                let bytes: usize = ops
-                    .iter()
-                    .map(|op| match op {
-                        Op::Put { key, .. } | Op::Delete { key } => key.len() + 4,
-                        Op::DeleteRange { .. } => 0,
+                // None for a range delete, or past the bounds.
+                let keys = (ops.len() <= MAX_KEYS)
+                    .then(|| {
+                        ops.iter()
+                            .map(|op| match op {
+                                Op::Put { key, .. } | Op::Delete { key } => Some(key.as_slice()),
+                                Op::DeleteRange { .. } => None,
+                            })
+                            .collect::<Option<Vec<&[u8]>>>()
                     })
-                    .sum();
-                let keys = (ops.len() <= MAX_KEYS && !ranged && bytes <= MAX_KEY_BYTES).then(|| {
-                    Arc::new(KeyList::new(ops.iter().filter_map(|op| match op {
-                        Op::Put { key, .. } | Op::Delete { key } => Some(key.as_slice()),
-                        Op::DeleteRange { .. } => None,
-                    })))
-                });
+                    .flatten()
+                    .map(|keys| KeyList::new(keys.into_iter()))
+                    .filter(|list| list.held() <= MAX_KEY_BYTES)
+                    .map(Arc::new);
                 (cf.clone(), keys)
             })
             .collect()
