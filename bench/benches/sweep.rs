@@ -69,6 +69,11 @@ fn calibrate(data: &SweepData, config: &SweepConfig) {
     );
 }
 
+/// Whether selectivity `s` runs, under `SLATE_SWEEP_ONLY=only` (a percentage).
+fn selected(only: Option<f64>, s: f64) -> bool {
+    !only.is_some_and(|o| (o - s * 100.0).abs() > 1e-9)
+}
+
 fn bench(c: &mut Criterion) {
     let config = SweepConfig {
         n: env_usize("SLATE_SWEEP_N", 100_000),
@@ -86,7 +91,7 @@ fn bench(c: &mut Criterion) {
     }
     for indexed in [true, false] {
         for s in SELECTIVITIES {
-            if only.is_some_and(|o| (o - s * 100.0).abs() > 1e-9) {
+            if !selected(only, s) {
                 continue;
             }
             // Checks every strategy against the reference once (and learns
@@ -175,7 +180,7 @@ fn bench(c: &mut Criterion) {
     // reading the documents written.
     let mut written = 0u64;
     for s in SELECTIVITIES {
-        if only.is_some_and(|o| (o - s * 100.0).abs() > 1e-9) {
+        if !selected(only, s) {
             continue;
         }
         let point = data

@@ -598,18 +598,25 @@ fn f32_file(path: &Path, rows: &[[f32; 2]]) {
     std::fs::write(path, bytes).expect("write vectors");
 }
 
-#[test]
-fn bad_query_input_prints_and_writes_nothing() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("db");
-    let docs = dir.path().join("docs.jsonl");
+/// Documents 0 to 3 (`docs.jsonl`) and their vectors (`v.f32`) in `dir`:
+/// document `i` at `x` = 0, 1, 3, 2.
+fn four_points(dir: &Path) -> (PathBuf, PathBuf) {
+    let docs = dir.join("docs.jsonl");
     std::fs::write(
         &docs,
         jsonl(&(0..4).map(|i| format!("{{\"_id\": {i}}}")).collect::<Vec<_>>()),
     )
     .expect("write");
-    let vectors = dir.path().join("v.f32");
+    let vectors = dir.join("v.f32");
     f32_file(&vectors, &[[0.0, 0.0], [1.0, 0.0], [3.0, 0.0], [2.0, 0.0]]);
+    (docs, vectors)
+}
+
+#[test]
+fn bad_query_input_prints_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let (docs, vectors) = four_points(dir.path());
 
     // A query refused after `--load` used to find the load committed.
     let bad_filter = r#"{"a": {"$foo": 1}}"#;
@@ -863,14 +870,7 @@ fn queries_piped_in_are_read_once_beside_a_load() {
     use std::io::Write;
     use std::process::Stdio;
     let dir = tempfile::tempdir().expect("tempdir");
-    let docs = dir.path().join("docs.jsonl");
-    std::fs::write(
-        &docs,
-        jsonl(&(0..4).map(|i| format!("{{\"_id\": {i}}}")).collect::<Vec<_>>()),
-    )
-    .expect("write");
-    let vectors = dir.path().join("v.f32");
-    f32_file(&vectors, &[[0.0, 0.0], [1.0, 0.0], [3.0, 0.0], [2.0, 0.0]]);
+    let (docs, vectors) = four_points(dir.path());
     let mut child = Command::new(env!("CARGO_BIN_EXE_slate"))
         .args([
             "search",

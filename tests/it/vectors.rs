@@ -1058,9 +1058,11 @@ fn kept_matches_belong_to_their_partitions() {
             .expect("insert");
         let query = [3.0f32, 1.0, -2.0, 0.5];
         let b = t.backend;
-        for tenants in [vec![0], vec![1], vec![0, 1], vec![2]] {
-            let scoped = coll.partitions(tenants.iter().map(|t| Bson::Int64(*t)).collect());
-            let want = kept_want(&model, &query, &tenants);
+        let scopes = [vec![0], vec![1], vec![0, 1], vec![2]];
+        let scoped = |tenants: &[i64]| coll.partitions(tenants.iter().map(|t| Bson::Int64(*t)).collect());
+        for tenants in &scopes {
+            let scoped = scoped(tenants);
+            let want = kept_want(&model, &query, tenants);
             assert_eq!(
                 kept_search(&scoped, &query, &want, false)[0],
                 "sample",
@@ -1079,9 +1081,9 @@ fn kept_matches_belong_to_their_partitions() {
             .insert_one(kept_doc(9000, &query, 7, 1))
             .expect("insert");
         model.insert(9000, (query.to_vec(), 7, 1));
-        for tenants in [vec![0], vec![1], vec![0, 1], vec![2]] {
-            let scoped = coll.partitions(tenants.iter().map(|t| Bson::Int64(*t)).collect());
-            let want = kept_want(&model, &query, &tenants);
+        for tenants in &scopes {
+            let scoped = scoped(tenants);
+            let want = kept_want(&model, &query, tenants);
             assert_eq!(want[0] == (9000, 0.0), tenants.contains(&1), "{tenants:?}");
             assert_eq!(
                 kept_search(&scoped, &query, &want, false),

@@ -763,16 +763,19 @@ fn a_bulk_insert_that_fails_reading_the_store_stages_nothing() {
     integrity(&db, "c");
 }
 
+/// The key of the document with int32 `_id` `id` in an unpartitioned
+/// collection.
+fn key(id: i32) -> Vec<u8> {
+    let id = slate_core::value::encode_id(&Bson::Int32(id)).expect("id");
+    slate_core::keys::doc_key(b"", &id)
+}
+
 /// A delete of many documents reads them all before it deletes any: one
 /// that cannot be read leaves the transaction as it was. (Deleting one key
 /// at a time, as the facade's `delete_many` did, left the documents before
 /// it deleted in a transaction the caller could still commit.)
 #[test]
 fn a_delete_of_many_that_fails_reading_a_document_deletes_none() {
-    let key = |id: i32| {
-        let id = slate_core::value::encode_id(&Bson::Int32(id)).expect("id");
-        slate_core::keys::doc_key(b"", &id)
-    };
     let store = Arc::new(FailingKey::new(Vec::new()));
     let db = Database::open(Arc::clone(&store) as Arc<dyn Store>).expect("db");
     db.create_collection(CollectionConfig::new("c").index("k").vector("e", 2, Metric::L2))
@@ -817,10 +820,6 @@ fn a_delete_of_many_that_fails_reading_a_document_deletes_none() {
 /// none, is not written either.
 #[test]
 fn staged_replacements_that_fail_reading_a_marker_write_none() {
-    let key = |id: i32| {
-        let id = slate_core::value::encode_id(&Bson::Int32(id)).expect("id");
-        slate_core::keys::doc_key(b"", &id)
-    };
     let store = Arc::new(FailingKey::new(Vec::new()));
     let db = Database::open(Arc::clone(&store) as Arc<dyn Store>).expect("db");
     db.create_collection(CollectionConfig::new("c").index("tags"))
