@@ -805,7 +805,8 @@ fn tagged_rows(view: &CacheView, parts: &[Part], source: &Source) -> Option<Vec<
             }
             return Some(acc);
         }
-        Source::Scan { .. } => return None,
+        // The tags hold no `_id`s: the keys are read instead.
+        Source::Scan { .. } | Source::IdScan { .. } => return None,
     };
     // Gather and the masked scan check each row's visibility as they read it.
     with_tag_ranges(parts, field, intervals, |r| view.tagged_candidates(field, r))
@@ -831,7 +832,7 @@ fn tagged_mask(view: &CacheView, parts: &[Part], source: &Source) -> Option<RowM
             }
             Some(acc)
         }
-        Source::Scan { .. } => None,
+        Source::Scan { .. } | Source::IdScan { .. } => None,
     }
 }
 

@@ -73,6 +73,47 @@ fn a_partition_sees_only_its_documents() {
             b,
         );
 
+        // An `_id` filter looks up its keys in each partition named, and no other.
+        let plan = acme
+            .find(doc! { "_id": { "$in": [5, 6] } })
+            .explain()
+            .expect("explain");
+        assert!(
+            matches!(&plan.source, Source::IdScan { estimate: 2, .. }),
+            "[{b}] {plan}"
+        );
+        let two = coll.partitions(vec![Bson::from("acme"), Bson::from("initech")]);
+        let got = two.find(doc! { "_id": { "$in": [5, 6] } }).run().expect("find");
+        let tenants: Vec<(&str, i32)> = got
+            .iter()
+            .map(|d| {
+                (
+                    d.get_str("tenant").expect("tenant"),
+                    d.get_i32("_id").expect("id"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            tenants,
+            [("acme", 5), ("acme", 6), ("initech", 5), ("initech", 6)],
+            "[{b}]"
+        );
+        let got = two.find(doc! { "_id": { "$gte": 298 } }).run().expect("range");
+        assert_eq!(got.len(), 4, "[{b}]");
+        assert_eq!(
+            two.delete_many(doc! { "_id": { "$gte": 299 } }).expect("delete"),
+            2,
+            "[{b}]"
+        );
+        assert_eq!(
+            coll.partition("globex")
+                .count(doc! { "_id": 299 })
+                .expect("count"),
+            1,
+            "[{b}]"
+        );
+        assert_eq!(acme.count(doc! { "_id": 299 }).expect("count"), 0, "[{b}]");
+
         // The same _id in every tenant, each its own document.
         for tenant in TENANTS {
             let got = coll.partition(tenant).get(5).expect("get").expect("present");

@@ -19,8 +19,8 @@ use slate::{Collection, CollectionConfig, Find};
 use crate::{assert_same_docs, backends, bytes, same_docs, show, TestDb};
 
 const INDEXABLE: [&str; 4] = ["status", "n", "tags", "m.x"];
-const FILTER_PATHS: [&str; 12] = [
-    "status", "status", "n", "n", "n", "tags", "tags", "m.x", "m.x", "m", "zz", "tags.0",
+const FILTER_PATHS: [&str; 13] = [
+    "status", "status", "n", "n", "n", "tags", "tags", "m.x", "m.x", "m", "zz", "tags.0", "_id",
 ];
 const SORTABLE: [&str; 5] = ["status", "n", "tags", "m.x", "_id"];
 const PROJECTABLE: [&str; 6] = ["status", "n", "tags", "m.x", "m", "zz"];
@@ -304,8 +304,8 @@ fn check_query(coll: &Collection, all: &[Document], q: &Query, backend: &str) {
             None => docs,
         }
     };
-    if !q.sort.is_empty() || !plan.source.uses_index() {
-        // Sorted, or read in `_id` order by a scan: the order is determined.
+    if !q.sort.is_empty() || matches!(plan.source, Source::Scan { .. } | Source::IdScan { .. }) {
+        // Sorted, or read in `_id` order by a scan or by `_id`: the order is determined.
         reference_sort(&mut matched, &q.sort);
         let want: Vec<Document> = matched
             .into_iter()
@@ -487,6 +487,35 @@ fn indexable_leaf() -> impl Strategy<Value = Document> + Clone {
     (select(&INDEXABLE[..]), condition).prop_map(|(p, c)| doc! { p: c })
 }
 
+/// An `_id` value: near the generated ids (ints of three types, strings
+/// `kNNN`), or of a type no id has.
+fn id_value() -> impl Strategy<Value = Bson> + Clone {
+    prop_oneof![
+        4 => (0i32..60).prop_map(Bson::Int32),
+        2 => (0i64..130).prop_map(Bson::Int64),
+        1 => (0i32..260).prop_map(|i| Bson::Double(f64::from(i) / 2.0)),
+        2 => (0i32..130).prop_map(|i| Bson::String(format!("k{i:03}"))),
+        1 => select(&["k", "k1", "z"][..]).prop_map(Bson::from),
+        1 => prop_oneof![Just(Bson::Null), any::<bool>().prop_map(Bson::Boolean)],
+    ]
+}
+
+/// A condition on `_id`, which the document keys answer: equality, `$in`,
+/// ranges (within a type or across), or what they cannot narrow.
+fn id_leaf() -> impl Strategy<Value = Document> + Clone {
+    let condition = prop_oneof![
+        3 => id_value(),
+        4 => vec(id_value(), 0..5).prop_map(|v| Bson::Document(doc! { "$in": v })),
+        3 => (select(&["$gt", "$gte"][..]), id_value(), select(&["$lt", "$lte"][..]), id_value())
+            .prop_map(|(a, x, b, y)| Bson::Document(doc! { a: x, b: y })),
+        2 => (select(&["$gt", "$gte", "$lt", "$lte", "$ne"][..]), id_value())
+            .prop_map(|(op, x)| Bson::Document(doc! { op: x })),
+        1 => vec(id_value(), 0..3).prop_map(|v| Bson::Document(doc! { "$nin": v })),
+        1 => any::<bool>().prop_map(|b| Bson::Document(doc! { "$exists": b })),
+    ];
+    condition.prop_map(|c| doc! { "_id": c })
+}
+
 fn leaf() -> impl Strategy<Value = Document> {
     (select(&FILTER_PATHS[..]), condition()).prop_map(|(p, c)| doc! { p: c })
 }
@@ -503,8 +532,9 @@ fn filter() -> impl Strategy<Value = Document> {
     prop_oneof![
         1 => Just(Document::new()),
         3 => indexable_leaf(),
-        3 => vec(prop_oneof![indexable_leaf(), leaf()], 2..4).prop_map(merge),
-        2 => vec(indexable_leaf(), 2..4).prop_map(|v| doc! { "$or": v }),
+        3 => id_leaf(),
+        3 => vec(prop_oneof![indexable_leaf(), leaf(), id_leaf()], 2..4).prop_map(merge),
+        2 => vec(prop_oneof![3 => indexable_leaf(), 1 => id_leaf()], 2..4).prop_map(|v| doc! { "$or": v }),
         4 => tree,
     ]
 }
@@ -1121,6 +1151,147 @@ fn explain_shows_the_largest_skip_without_overflowing() {
         .run()
         .expect("run")
         .is_empty());
+}
+
+/// The `_id`s of `docs`, in order.
+fn ids(docs: &[Document]) -> Vec<i64> {
+    docs.iter()
+        .map(|d| {
+            d.get("_id")
+                .and_then(Bson::as_i64)
+                .or_else(|| d.get_i32("_id").ok().map(i64::from))
+                .expect("int _id")
+        })
+        .collect()
+}
+
+#[test]
+fn id_filters_read_documents_by_key() {
+    for t in backends() {
+        let b = t.backend;
+        let (coll, _) = big_collection(&t);
+        let explain = |f: Document| coll.find(f).explain().expect("explain").source;
+        let found = |f: Document| ids(&coll.find(f).run().expect("find"));
+
+        // Points are looked up: an upper bound of one document each (equal
+        // numbers of three types are one point).
+        let source = explain(doc! { "_id": { "$in": [5, 3i64, 3.0, 99_999] } });
+        assert!(
+            matches!(&source, Source::IdScan { estimate: 3, intervals, .. } if intervals.len() == 3),
+            "[{b}] {source:?}"
+        );
+        assert_eq!(
+            found(doc! { "_id": { "$in": [5, 3i64, 3.0, 99_999] } }),
+            [3, 5],
+            "[{b}]"
+        );
+        assert!(
+            matches!(explain(doc! { "_id": 7 }), Source::IdScan { estimate: 1, .. }),
+            "[{b}]"
+        );
+        assert_eq!(
+            found(doc! { "_id": { "$in": [1999, 5, 3] } }),
+            [3, 5, 1999],
+            "[{b}]"
+        );
+        // A point on `_id` beats a selective index; the rest of the filter is checked.
+        assert!(
+            matches!(explain(doc! { "_id": 7, "status": "s7" }), Source::IdScan { .. }),
+            "[{b}]"
+        );
+        assert_eq!(found(doc! { "_id": 7, "status": "s7" }), [7], "[{b}]");
+        assert!(found(doc! { "_id": 7, "status": "s8" }).is_empty(), "[{b}]");
+
+        // Ranges are read in key order, counted up to the cap.
+        let source = explain(doc! { "_id": { "$gte": 1990 } });
+        assert!(
+            matches!(
+                source,
+                Source::IdScan {
+                    estimate: 10,
+                    capped: false,
+                    ..
+                }
+            ),
+            "[{b}] {source:?}"
+        );
+        assert_eq!(
+            found(doc! { "_id": { "$gte": 1990 } }),
+            (1990..2000).collect::<Vec<_>>(),
+            "[{b}]"
+        );
+        let page = coll
+            .find(doc! { "_id": { "$gt": 1000 } })
+            .limit(3)
+            .run()
+            .expect("page");
+        assert_eq!(ids(&page), [1001, 1002, 1003], "[{b}]");
+        // However wide, a range reads no more than a scan.
+        let source = explain(doc! { "_id": { "$gte": 10 } });
+        assert!(
+            matches!(source, Source::IdScan { capped: true, .. }),
+            "[{b}] {source:?}"
+        );
+        assert_eq!(
+            coll.count(doc! { "_id": { "$gte": 10 } }).expect("count"),
+            1990,
+            "[{b}]"
+        );
+        // A wide range beside a selective index: the index.
+        let source = explain(doc! { "_id": { "$lt": 1500 }, "status": "s7" });
+        assert!(
+            matches!(&source, Source::IndexScan { field, .. } if field == "status"),
+            "[{b}] {source:?}"
+        );
+        assert_eq!(
+            found(doc! { "_id": { "$lt": 1500 }, "status": "s7" }),
+            (0..15).map(|i| 7 + 100 * i).collect::<Vec<_>>(),
+            "[{b}]"
+        );
+        // Ids of other types name no document; a union of id branches.
+        assert!(
+            found(doc! { "_id": { "$in": ["7", Bson::Null, true] } }).is_empty(),
+            "[{b}]"
+        );
+        let source = explain(doc! { "$or": [{ "_id": 3 }, { "_id": { "$gte": 1998 } }] });
+        assert!(
+            matches!(&source, Source::IndexMerge { op: MergeOp::Or, inputs, .. } if inputs.iter().all(|i| matches!(i, Source::IdScan { .. }))),
+            "[{b}] {source:?}"
+        );
+        assert_eq!(
+            found(doc! { "$or": [{ "_id": 3 }, { "_id": { "$gte": 1998 } }] }),
+            [3, 1998, 1999],
+            "[{b}]"
+        );
+
+        // Writes by `_id` take the same path and touch only their documents.
+        let r = coll
+            .update_many(
+                doc! { "_id": { "$in": [1, 2, 5000] } },
+                doc! { "$set": { "status": "moved" } },
+                false,
+            )
+            .expect("update");
+        assert_eq!((r.matched, r.modified), (2, 2), "[{b}]");
+        assert_eq!(found(doc! { "status": "moved" }), [1, 2], "[{b}]");
+        assert_eq!(
+            coll.delete_many(doc! { "_id": { "$gte": 1995 } })
+                .expect("delete"),
+            5,
+            "[{b}]"
+        );
+        assert_eq!(
+            coll.delete_one(doc! { "_id": 0 }).expect("delete one"),
+            1,
+            "[{b}]"
+        );
+        assert_eq!(coll.count(doc! {}).expect("count"), 1994, "[{b}]");
+        assert!(
+            found(doc! { "_id": { "$in": [0, 1995, 1999] } }).is_empty(),
+            "[{b}]"
+        );
+        assert_eq!(found(doc! { "_id": { "$gte": 1993 } }), [1993, 1994], "[{b}]");
+    }
 }
 
 #[test]

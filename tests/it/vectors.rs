@@ -238,6 +238,16 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
             "indexed array, two values",
             doc! { "atags": { "$in": ["t1", "t3"] } },
         ),
+        // By `_id`, from the document keys (13 has no vector, 5000 no document).
+        (
+            "ids, points",
+            doc! { "_id": { "$in": [3, 13, 17, 1500, 1999, 5000] } },
+        ),
+        ("ids, 1% range", doc! { "_id": { "$gte": 100, "$lt": 120 } }),
+        (
+            "ids, range beside an index",
+            doc! { "_id": { "$lt": 1000 }, "tier": 3 },
+        ),
     ];
     let dir = tempfile::tempdir().expect("tempdir");
     let dbs = [

@@ -95,6 +95,11 @@ enum State {
         part: usize,
         ranges: VecDeque<KeySpan>,
     },
+    /// Reading ranges of document keys (an `_id` scan of ranges) in order:
+    /// each `(partition, (from, to))`, the first from where it resumes.
+    Spans {
+        spans: VecDeque<(usize, KeySpan)>,
+    },
     /// Reading the keys the ID tier produced.
     Keys {
         keys: Vec<Vec<u8>>,
@@ -330,6 +335,38 @@ pub fn source_keys(read: &CollectionRead<'_>, parts: &[Part], source: &Source) -
             }
             Ok(out)
         }
+        Source::IdScan { .. } if source.is_id_points() => {
+            let Source::IdScan { intervals, .. } = source else {
+                unreachable!()
+            };
+            let mut out = Vec::with_capacity(parts.len() * intervals.len());
+            for part in parts {
+                let mut ids: Vec<&[u8]> = intervals
+                    .iter()
+                    .filter_map(|iv| match &iv.start {
+                        std::ops::Bound::Included(v) => Some(v.as_slice()),
+                        _ => None,
+                    })
+                    .collect();
+                ids.sort_unstable();
+                ids.dedup();
+                out.extend(
+                    ids.into_iter()
+                        .map(|id| slate_core::keys::doc_key(part.as_bytes(), id)),
+                );
+            }
+            Ok(out)
+        }
+        Source::IdScan { .. } => {
+            let mut out = Vec::new();
+            for (p, (from, to)) in scan_spans(parts, source) {
+                read.visit_between(&parts[p], from.as_deref(), to.as_deref(), &mut |doc| {
+                    out.push(doc.key.to_vec());
+                    ControlFlow::Continue(())
+                })?;
+            }
+            Ok(out)
+        }
         Source::IndexMerge { op, inputs, .. } => {
             let mut sets = inputs
                 .iter()
@@ -357,9 +394,57 @@ pub fn source_keys(read: &CollectionRead<'_>, parts: &[Part], source: &Source) -
     }
 }
 
+/// The key ranges a source reads in key order, each `(partition index,
+/// (from, to))`: every partition whole for a scan; for an `_id` scan, its
+/// intervals' key ranges in each partition, in key order, overlapping ones
+/// joined (each document once); none for any other source.
+fn scan_spans(parts: &[Part], source: &Source) -> Vec<(usize, KeySpan)> {
+    match source {
+        Source::Scan { .. } => (0..parts.len()).map(|p| (p, (None, None))).collect(),
+        Source::IdScan { intervals, .. } => {
+            let mut out = Vec::new();
+            for (p, part) in parts.iter().enumerate() {
+                let mut ranges: Vec<(Vec<u8>, Option<Vec<u8>>)> = intervals
+                    .iter()
+                    .map(|iv| crate::plan::id_key_range(part, iv))
+                    .filter(|(from, to)| to.as_ref().is_none_or(|t| from < t))
+                    .collect();
+                ranges.sort();
+                let mut joined: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::with_capacity(ranges.len());
+                for (from, to) in ranges {
+                    match joined.last_mut() {
+                        // Starts before the last one ends: one range.
+                        Some((_, end)) if end.as_ref().is_none_or(|e| from <= *e) => {
+                            if end.is_some()
+                                && to.as_ref().is_none_or(|t| end.as_ref().is_some_and(|e| t > e))
+                            {
+                                *end = to;
+                            }
+                        }
+                        _ => joined.push((from, to)),
+                    }
+                }
+                out.extend(joined.into_iter().map(|(from, to)| (p, (Some(from), to))));
+            }
+            out
+        }
+        Source::IndexScan { .. } | Source::IndexMerge { .. } => Vec::new(),
+    }
+}
+
+/// Whether `source` is read as key ranges ([`scan_spans`]) rather than as
+/// the keys it yields: a scan, or an `_id` scan that is not all points.
+fn reads_spans(source: &Source) -> bool {
+    match source {
+        Source::Scan { .. } => true,
+        Source::IdScan { .. } => !source.is_id_points(),
+        _ => false,
+    }
+}
+
 /// The candidate documents of a source, read a window at a time: a batched
 /// multi_get of the next keys an index source produced, or the next
-/// documents of a scan, partition after partition.
+/// documents of key ranges (a scan: every partition), range after range.
 enum Windows<'a> {
     Keys {
         read: &'a CollectionRead<'a>,
@@ -367,7 +452,8 @@ enum Windows<'a> {
     },
     Scan {
         read: &'a CollectionRead<'a>,
-        parts: std::slice::Iter<'a, Part>,
+        parts: &'a [Part],
+        spans: std::slice::Iter<'a, (usize, KeySpan)>,
         docs: Option<DocIter<'a>>,
         window: usize,
         /// A read error, reported after the documents before it.
@@ -380,11 +466,13 @@ type DocIter<'a> = Box<dyn Iterator<Item = slate_core::Result<RawDoc<'a>>> + Sen
 
 impl<'a> Windows<'a> {
     /// Windows of at most `window` documents of `parts`: those with `keys`
-    /// (what an index source produced) when given, else all of them.
+    /// (what an index source produced) when given, else those of `spans`
+    /// ([`scan_spans`]).
     fn new(
         read: &'a CollectionRead<'a>,
         parts: &'a [Part],
         keys: Option<&'a [Vec<u8>]>,
+        spans: &'a [(usize, KeySpan)],
         window: usize,
     ) -> Self {
         match keys {
@@ -394,7 +482,8 @@ impl<'a> Windows<'a> {
             },
             None => Windows::Scan {
                 read,
-                parts: parts.iter(),
+                parts,
+                spans: spans.iter(),
                 docs: None,
                 window,
                 pending: None,
@@ -416,6 +505,7 @@ impl<'a> Windows<'a> {
             Windows::Scan {
                 read,
                 parts,
+                spans,
                 docs,
                 window,
                 pending,
@@ -428,7 +518,9 @@ impl<'a> Windows<'a> {
                 while out.len() < *window {
                     let iter = match docs {
                         Some(iter) => iter,
-                        None => match parts.next().map(|part| read.scan(part)) {
+                        None => match spans.next().map(|(p, (from, to))| {
+                            read.scan_between(&parts[*p], from.as_deref(), to.as_deref())
+                        }) {
                             Some(Ok(iter)) => docs.insert(Box::new(iter)),
                             Some(Err(e)) => {
                                 failed = Some(e);
@@ -459,14 +551,15 @@ impl<'a> Windows<'a> {
 }
 
 /// The document keys an index source yields (counted into `stats`), or
-/// `None` for a scan: what [`Windows`] and a streaming merge read.
+/// `None` for a source read as key ranges ([`reads_spans`]): what
+/// [`Windows`] and a streaming merge read.
 fn index_keys(
     read: &CollectionRead<'_>,
     parts: &[Part],
     source: &Source,
     stats: &mut ExecStats,
 ) -> Result<Option<Vec<Vec<u8>>>> {
-    if !source.uses_index() {
+    if reads_spans(source) {
         return Ok(None);
     }
     let keys = source_keys(read, parts, source)?;
@@ -487,7 +580,8 @@ fn visit_matches(
     mut f: impl FnMut(&RawDoc<'_>) -> Result<ControlFlow<()>>,
 ) -> Result<()> {
     let keys = index_keys(read, parts, source, stats)?;
-    let mut windows = Windows::new(read, parts, keys.as_deref(), window);
+    let spans = scan_spans(parts, source);
+    let mut windows = Windows::new(read, parts, keys.as_deref(), &spans, window);
     while let Some(docs) = windows.next_window()? {
         for doc in &docs {
             stats.docs_read += 1;
@@ -794,6 +888,10 @@ impl<'t, T> Cursor<'t, T> {
             &mut cursor.stats,
         )? {
             State::Keys { keys, pos: 0 }
+        } else if matches!(cursor.plan.source, Source::IdScan { .. }) {
+            State::Spans {
+                spans: scan_spans(&cursor.parts, &cursor.plan.source).into(),
+            }
         } else {
             State::Scan { part: 0, from: None }
         };
@@ -853,13 +951,15 @@ impl<'t, T> Cursor<'t, T> {
         let mut sorter: Sorter<'_, Vec<u8>> = Sorter::new(&fields, bound);
         let mut stats = ExecStats::default();
         let keys = index_keys(&self.read, &self.parts, &self.plan.source, &mut stats)?;
-        if keys.is_none() && self.decode_batch.is_some() && self.plan.total >= SPLIT_MIN_DOCS {
+        let whole = matches!(self.plan.source, Source::Scan { .. });
+        if whole && self.decode_batch.is_some() && self.plan.total >= SPLIT_MIN_DOCS {
             split_sort(&self.read, &self.parts, filter, &mut sorter, &mut stats)?;
             self.stats = stats;
             return Ok(sorted_state(sorter));
         }
         let window = if parallel { SORT_WINDOW } else { BATCH };
-        let mut windows = Windows::new(&self.read, &self.parts, keys.as_deref(), window);
+        let spans = scan_spans(&self.parts, &self.plan.source);
+        let mut windows = Windows::new(&self.read, &self.parts, keys.as_deref(), &spans, window);
         let mut current = windows.next_window()?;
         while let Some(docs) = current {
             stats.docs_read += docs.len() as u64;
@@ -1197,6 +1297,28 @@ impl<'t, T> Cursor<'t, T> {
                     )?;
                     self.take(&docs, true)?;
                     self.state = self.after_split(&p, part, ranges, again)?;
+                }
+                State::Spans { mut spans } => {
+                    let Some((p, (from, to))) = spans.pop_front() else {
+                        return Ok(());
+                    };
+                    let want = self.batch_len();
+                    let read = self.read.clone();
+                    let docs = read
+                        .scan_between(&self.parts[p], from.as_deref(), to.as_deref())?
+                        .take(want)
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    self.take(&docs, true)?;
+                    // A full batch resumes just after its last key (key + [0]
+                    // is its successor); a short one ended its range.
+                    if let Some(last) = docs.last().filter(|_| docs.len() == want) {
+                        let mut k = last.key.to_vec();
+                        k.push(0);
+                        spans.push_front((p, (Some(k), to)));
+                    }
+                    if self.remaining > 0 && !spans.is_empty() {
+                        self.state = State::Spans { spans };
+                    }
                 }
                 State::Keys { keys, pos } => {
                     let end = (pos + self.batch_len()).min(keys.len());

@@ -37,6 +37,11 @@ impl Interval {
         }
     }
 
+    /// Whether the interval holds exactly one encoded value.
+    pub fn is_point(&self) -> bool {
+        matches!((&self.start, &self.end), (Bound::Included(a), Bound::Included(b)) if a == b)
+    }
+
     /// The half-open byte range `[from, to)` of index-key suffixes (encoded value followed by
     /// anything, e.g. the encoded id) whose value lies in the interval; `to == None` is
     /// unbounded. Prepend the index's `{field}\0` prefix to both ends to scan.

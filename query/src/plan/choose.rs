@@ -10,6 +10,8 @@
 //! at the sum of its inputs. With no candidate selective enough, the
 //! collection is scanned.
 
+use std::ops::ControlFlow;
+
 use slate_core::{CollectionRead, Part};
 
 use super::{interval_range, Interval, MergeOp, Plan, Source};
@@ -41,17 +43,37 @@ pub struct FindSpec {
     pub filter_text: Option<String>,
 }
 
-/// What an index on `field` can answer of (part of) the filter.
+/// What an index on `field` can answer of (part of) the filter; on `_id`,
+/// what the document keys answer themselves.
 struct IndexPredicate {
     field: String,
     intervals: Vec<Interval>,
     multikey: bool,
 }
 
-/// The indexable conjuncts of `filter`, one per indexed field.
+impl IndexPredicate {
+    fn on_id(&self) -> bool {
+        self.field == ID
+    }
+}
+
+/// The field every document key holds.
+const ID: &str = "_id";
+
+/// The indexable conjuncts of `filter`, one per indexed field, and its
+/// conjuncts on `_id` (answered by the document keys: an index on `_id`
+/// would only repeat them).
 fn index_predicates(read: &CollectionRead<'_>, filter: &Filter) -> Result<Vec<IndexPredicate>> {
     let mut out = Vec::new();
-    for field in &read.config().indexes {
+    // `_id` is never an array.
+    if let Some(intervals) = filter.index_bounds(ID, false) {
+        out.push(IndexPredicate {
+            field: ID.to_owned(),
+            intervals,
+            multikey: false,
+        });
+    }
+    for field in read.config().indexes.iter().filter(|f| *f != ID) {
         let multikey = read.is_multikey(field)?;
         if let Some(intervals) = filter.index_bounds(field, multikey) {
             out.push(IndexPredicate {
@@ -76,6 +98,9 @@ fn estimate_predicate(
     cap: u64,
     counter: Option<Counter<'_>>,
 ) -> Result<Source> {
+    if p.on_id() {
+        return estimate_ids(read, parts, p.intervals, cap);
+    }
     // Counted by the counter when it can (exactly: never capped), else
     // from the index, up to `cap`.
     let (estimate, capped) = match counter.and_then(|count| count(&p.field, &p.intervals)) {
@@ -107,6 +132,58 @@ fn estimate_predicate(
     })
 }
 
+/// An `_id` scan of `intervals` in every partition: points are counted as
+/// one document each (one per partition: looking them up costs what
+/// checking them would), ranges by reading their keys up to `cap`.
+fn estimate_ids(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    intervals: Vec<Interval>,
+    cap: u64,
+) -> Result<Source> {
+    let mut estimate = 0u64;
+    let mut capped = false;
+    'parts: for part in parts {
+        for iv in &intervals {
+            if iv.is_point() {
+                estimate += 1;
+            } else {
+                let (from, to) = super::id_key_range(part, iv);
+                let mut n = 0u64;
+                let left = cap.saturating_sub(estimate);
+                read.visit_between(part, Some(&from), to.as_deref(), &mut |_| {
+                    n += 1;
+                    if n > left {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                })?;
+                estimate += n;
+            }
+            if estimate > cap {
+                capped = true;
+                estimate = cap;
+                break 'parts;
+            }
+        }
+    }
+    Ok(Source::IdScan {
+        intervals,
+        estimate,
+        capped,
+    })
+}
+
+/// What reading `s`'s documents costs, in steps of a scan: a range of
+/// `_id`s is read in key order like a scan, everything else is looked up.
+fn read_cost(s: &Source) -> u64 {
+    match s {
+        Source::IdScan { estimate, .. } if !s.is_id_points() => *estimate,
+        _ => s.estimate().saturating_mul(LOOKUP_COST),
+    }
+}
+
 /// The ID-tier source for a vector search: what a find would choose with
 /// estimates counted up to `cap`, or, when that is no index, the most
 /// selective index scan anyway (a bitmap search may want an index a find
@@ -127,7 +204,8 @@ pub fn search_source(
         None => count_parts(read, parts)?,
     };
     let preds = index_predicates(read, filter)?;
-    let (source, most_selective) = choose_source(read, parts, filter, preds, total, cap, counter)?;
+    let (source, most_selective) =
+        choose_source(read, parts, filter, preds, total, cap, Purpose::Search(counter))?;
     Ok(if source.uses_index() {
         Some(source)
     } else {
@@ -176,7 +254,8 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
                     cap.min(want.saturating_mul(LOOKUP_COST).max(64))
                 };
             }
-            let (source, most_selective) = choose_source(read, parts, filter, preds, total, cap, None)?;
+            let (source, most_selective) =
+                choose_source(read, parts, filter, preds, total, cap, Purpose::Find)?;
             match most_selective {
                 Some(index) if want.is_some() && !source.uses_index() => index,
                 _ => source,
@@ -197,10 +276,21 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     })
 }
 
+/// What a source is chosen for.
+#[derive(Clone, Copy)]
+enum Purpose<'a> {
+    /// A find, count, update or delete: its documents are read in the
+    /// source's order.
+    Find,
+    /// A vector search's candidates, counted by the counter where it can.
+    Search(Option<Counter<'a>>),
+}
+
 /// Chooses among the index sources of `filter` (its index predicates
 /// `preds`) by estimates counted up to `cap`: the chosen source (a scan when
-/// no index is selective enough), and, when that reads no index, the most
-/// selective index candidate (an index scan, capped or not, or a union).
+/// no index is selective enough; for a find, a range of `_id`s instead of a
+/// scan), and, when that reads no index, the most selective index candidate
+/// (an index scan, capped or not, or a union).
 fn choose_source(
     read: &CollectionRead<'_>,
     parts: &[Part],
@@ -208,8 +298,12 @@ fn choose_source(
     preds: Vec<IndexPredicate>,
     total: u64,
     cap: u64,
-    counter: Option<Counter<'_>>,
+    purpose: Purpose<'_>,
 ) -> Result<(Source, Option<Source>)> {
+    let counter = match purpose {
+        Purpose::Find => None,
+        Purpose::Search(counter) => counter,
+    };
     let mut source = Source::Scan { estimate: total };
     let mut candidates = Vec::new();
     for p in preds {
@@ -233,7 +327,7 @@ fn choose_source(
     candidates.sort_by_key(|s| (capped(s), s.estimate()));
     let uncapped = candidates.iter().take_while(|s| !capped(s)).count();
     if let Some(best_est) = candidates[..uncapped].first().map(Source::estimate) {
-        if best_est * LOOKUP_COST < total.max(1) || best_est == 0 {
+        if read_cost(&candidates[0]) < total.max(1) || best_est == 0 {
             let n = candidates[..uncapped]
                 .iter()
                 .take_while(|s| s.estimate() <= best_est.max(1) * INTERSECT_FACTOR)
@@ -247,6 +341,17 @@ fn choose_source(
                     estimate: best_est,
                 }
             };
+        }
+    }
+    // A range of `_id`s, however many it holds, is never more than the
+    // scan reads, in the same order. (A search wants a source only where
+    // gathering its rows beats scanning them.)
+    if matches!(purpose, Purpose::Find) && !source.uses_index() {
+        if let Some(i) = candidates
+            .iter()
+            .position(|s| matches!(s, Source::IdScan { .. }) && !s.is_id_points())
+        {
+            source = candidates.swap_remove(i);
         }
     }
     // Moved, not cloned: only wanted when no index was chosen (the
@@ -311,5 +416,8 @@ fn union_source(
 /// Whether `s` is an index scan whose count stopped at its cap ("more than
 /// the cap").
 fn capped(s: &Source) -> bool {
-    matches!(s, Source::IndexScan { capped: true, .. })
+    matches!(
+        s,
+        Source::IndexScan { capped: true, .. } | Source::IdScan { capped: true, .. }
+    )
 }

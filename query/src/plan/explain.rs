@@ -37,6 +37,16 @@ fn fmt_interval(iv: &super::Interval) -> String {
 fn source_doc(s: &Source) -> Document {
     match s {
         Source::Scan { estimate } => doc! { "node": "Scan", "estimate": *estimate as i64 },
+        Source::IdScan {
+            intervals,
+            estimate,
+            capped,
+        } => doc! {
+            "node": "IdScan",
+            "intervals": intervals.iter().map(|i| Bson::String(fmt_interval(i))).collect::<Vec<_>>(),
+            "estimate": *estimate as i64,
+            "capped": *capped,
+        },
         Source::IndexScan {
             field,
             intervals,
@@ -63,7 +73,12 @@ fn source_doc(s: &Source) -> Document {
 impl Plan {
     /// The plan as a document: one nested node per level, outermost first.
     pub fn to_document(&self) -> Document {
-        let mut node = doc! { "node": "ReadRecord", "mode": if self.source.uses_index() { "multi_get" } else { "single pass" }, "input": source_doc(&self.source) };
+        let mode = match &self.source {
+            Source::Scan { .. } => "single pass",
+            Source::IdScan { .. } if !self.source.is_id_points() => "key ranges",
+            _ => "multi_get",
+        };
+        let mut node = doc! { "node": "ReadRecord", "mode": mode, "input": source_doc(&self.source) };
         if let Some(f) = &self.filter {
             let text = self.filter_text.clone().unwrap_or_else(|| format!("{f:?}"));
             node = doc! { "node": "Filter", "filter": text, "input": node };

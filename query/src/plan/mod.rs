@@ -1,9 +1,9 @@
 //! The plan tree of a find and how it is chosen.
 //!
 //! ```text
-//! Projection( Limit( Sort( Filter( ReadRecord( Scan | IndexScan | IndexMerge )))))
+//! Projection( Limit( Sort( Filter( ReadRecord( Scan | IdScan | IndexScan | IndexMerge )))))
 //! ```
-//! The ID tier (`Scan`, `IndexScan`, `IndexMerge`) yields document keys
+//! The ID tier (`Scan`, `IdScan`, `IndexScan`, `IndexMerge`) yields document keys
 //! without touching document bytes; it may yield a superset of the matches
 //! (array fields, type brackets), never a subset, because the raw tier
 //! re-checks the whole filter on every document it reads.
@@ -20,6 +20,20 @@ pub type EncodedBound<'a> = (&'a [u8], bool);
 /// An interval's ends as the core index scans take them: `(encoded value, inclusive)`.
 pub fn interval_range(iv: &Interval) -> (Option<EncodedBound<'_>>, Option<EncodedBound<'_>>) {
     (bound_end(&iv.start), bound_end(&iv.end))
+}
+
+/// The document keys of partition `part` whose `_id` lies in `iv`: a
+/// half-open range `[from, to)` as [`CollectionRead::scan_between`] takes it
+/// (`to == None`: to the partition's last document).
+///
+/// [`CollectionRead::scan_between`]: slate_core::CollectionRead::scan_between
+pub fn id_key_range(part: &slate_core::Part, iv: &Interval) -> (Vec<u8>, Option<Vec<u8>>) {
+    let (from, to) = iv.key_range();
+    let p = part.as_bytes();
+    (
+        slate_core::keys::doc_key(p, &from),
+        to.map(|t| slate_core::keys::doc_key(p, &t)),
+    )
 }
 
 fn bound_end(b: &std::ops::Bound<Vec<u8>>) -> Option<EncodedBound<'_>> {
@@ -51,6 +65,18 @@ pub enum Source {
         /// Documents in the partitions (from the count keys).
         estimate: u64,
     },
+    /// Documents by `_id`: the document keys themselves over one or more
+    /// intervals of encoded ids (a point is one key, looked up; a range is
+    /// read in key order, like a scan of just that range).
+    IdScan {
+        /// Intervals of encoded `_id` values.
+        intervals: Vec<Interval>,
+        /// Documents in the intervals: counted (up to a cap) for ranges, an
+        /// upper bound (one per point and partition) for points.
+        estimate: u64,
+        /// Whether counting a range hit its cap (the true count is larger).
+        capped: bool,
+    },
     /// Keys from one index over one or more value intervals.
     IndexScan {
         /// The indexed dot path.
@@ -80,14 +106,22 @@ impl Source {
     pub fn estimate(&self) -> u64 {
         match self {
             Source::Scan { estimate }
+            | Source::IdScan { estimate, .. }
             | Source::IndexScan { estimate, .. }
             | Source::IndexMerge { estimate, .. } => *estimate,
         }
     }
 
-    /// Whether the source reads an index.
+    /// Whether the source narrows the documents (reads an index, or looks
+    /// documents up by `_id`), rather than scanning every one.
     pub fn uses_index(&self) -> bool {
         !matches!(self, Source::Scan { .. })
+    }
+
+    /// Whether the source is an `_id` scan whose every interval is one
+    /// value: its documents are looked up by key, never ranged over.
+    pub fn is_id_points(&self) -> bool {
+        matches!(self, Source::IdScan { intervals, .. } if intervals.iter().all(Interval::is_point))
     }
 }
 
