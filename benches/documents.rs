@@ -369,12 +369,31 @@ fn find_query(
     }
 }
 
+/// [`find_query`] whose find captures values (`build` is cloned into both
+/// the document and the typed run) and whose SQL is built at run time.
+fn find_query_owned(
+    name: &'static str,
+    build: impl Fn(&Collection) -> slate::Find<'_> + Clone + 'static,
+    where_sql: String,
+) -> Query {
+    let sql = format!("SELECT {SQL_COLS} FROM docs {where_sql}");
+    let typed = build.clone();
+    Query {
+        name,
+        slate: Box::new(move |c| slate_rows(build(c))),
+        typed: Some(Box::new(move |c| slate_typed::<TypedRow>(typed(c)))),
+        sql: Box::new(move |conn| sql_rows(conn, &sql)),
+    }
+}
+
 fn queries(lookup_ids: Vec<i64>) -> Vec<Query> {
     let bson_ids: Vec<Bson> = lookup_ids.iter().map(|&i| Bson::Int64(i)).collect();
     let batch_ids = bson_ids.clone();
     let typed_ids = bson_ids.clone();
     let typed_batch_ids = bson_ids.clone();
     let batch_sql_ids = lookup_ids.clone();
+    let in_ids = bson_ids.clone();
+    let in_sql_ids = lookup_ids.clone();
     vec![
         find_query("full_scan", |c| c.find(doc! {}), ""),
         find_query(
@@ -455,6 +474,25 @@ fn queries(lookup_ids: Vec<i64>) -> Vec<Query> {
             typed: Some(Box::new(move |c| slate_lookups_batch_typed(c, &typed_batch_ids))),
             sql: Box::new(move |conn| sql_lookups_batch(conn, &batch_sql_ids)),
         },
+        // Beyond seed 000's table: the same ids as one `_id $in` filter (the
+        // planner looks them up by key), and a page of 100 after an `_id`.
+        find_query_owned(
+            "id_in_1000",
+            move |c| c.find(doc! { "_id": { "$in": in_ids.clone() } }),
+            format!(
+                "WHERE id IN ({})",
+                in_sql_ids
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        ),
+        find_query(
+            "id_page_100",
+            |c| c.find(doc! { "_id": { "$gt": 5000 } }).limit(100),
+            "WHERE id > 5000 ORDER BY id LIMIT 100",
+        ),
         Query {
             name: "projection_name_status",
             slate: Box::new(|c| slate_rows(c.find(doc! {}).project(["name", "status"]))),
