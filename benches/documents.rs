@@ -490,7 +490,7 @@ fn queries(lookup_ids: Vec<i64>) -> Vec<Query> {
         ),
         find_query(
             "id_page_100",
-            |c| c.find(doc! { "_id": { "$gt": 5000 } }).limit(100),
+            |c| c.find(doc! { "_id": { "$gt": 5000 } }).sort("_id").limit(100),
             "WHERE id > 5000 ORDER BY id LIMIT 100",
         ),
         Query {

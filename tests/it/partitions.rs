@@ -100,6 +100,20 @@ fn a_partition_sees_only_its_documents() {
         );
         let got = two.find(doc! { "_id": { "$gte": 298 } }).run().expect("range");
         assert_eq!(got.len(), 4, "[{b}]");
+        // Two partitions are read one after the other: a sort by `_id` sorts.
+        let plan = two.find(doc! {}).sort("_id").limit(4).explain().expect("explain");
+        assert!(!plan.key_order && plan.sort.len() == 1, "[{b}] {plan}");
+        let got = two.find(doc! {}).sort("_id").limit(4).run().expect("sorted");
+        let got: Vec<i32> = got.iter().map(|d| d.get_i32("_id").expect("id")).collect();
+        assert_eq!(got, [0, 0, 1, 1], "[{b}]");
+        assert!(
+            acme.find(doc! {})
+                .sort("_id")
+                .explain()
+                .expect("explain")
+                .key_order,
+            "[{b}]"
+        );
         assert_eq!(
             two.delete_many(doc! { "_id": { "$gte": 299 } }).expect("delete"),
             2,

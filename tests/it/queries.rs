@@ -419,6 +419,7 @@ fn documents(max: usize) -> impl Strategy<Value = Vec<Document>> {
                 let id = match i % 5 {
                     0 => Bson::Int64(i as i64),
                     4 => Bson::String(format!("k{i:03}")),
+                    _ if i % 7 == 6 => Bson::ObjectId(oid(i as u8)),
                     _ => Bson::Int32(i as i32),
                 };
                 let mut d = doc! { "_id": id };
@@ -487,10 +488,22 @@ fn indexable_leaf() -> impl Strategy<Value = Document> + Clone {
     (select(&INDEXABLE[..]), condition).prop_map(|(p, c)| doc! { p: c })
 }
 
+/// ObjectId `n`: `n` in its next to last byte, most others and the last
+/// `0xFF` (trailing `0xFF` bytes are what an exclusive bound's successor
+/// must carry over).
+fn oid(n: u8) -> slate::bson::oid::ObjectId {
+    let mut b = [0xFF; 12];
+    b[10] = n;
+    b[5] = n % 3;
+    slate::bson::oid::ObjectId::from_bytes(b)
+}
+
 /// An `_id` value: near the generated ids (ints of three types, strings
-/// `kNNN`), or of a type no id has.
+/// `kNNN`, ObjectIds), or of a type no id has, or MinKey/MaxKey.
 fn id_value() -> impl Strategy<Value = Bson> + Clone {
     prop_oneof![
+        2 => (0u8..130).prop_map(|n| Bson::ObjectId(oid(n))),
+        1 => prop_oneof![Just(Bson::MinKey), Just(Bson::MaxKey)],
         4 => (0i32..60).prop_map(Bson::Int32),
         2 => (0i64..130).prop_map(Bson::Int64),
         1 => (0i32..260).prop_map(|i| Bson::Double(f64::from(i) / 2.0)),
@@ -1248,9 +1261,41 @@ fn id_filters_read_documents_by_key() {
             (0..15).map(|i| 7 + 100 * i).collect::<Vec<_>>(),
             "[{b}]"
         );
+        // A limited find on points looks them up, however few it wants.
+        let source = explain(doc! { "_id": { "$in": [1998, 1999] } });
+        assert!(
+            matches!(source, Source::IdScan { estimate: 2, .. }),
+            "[{b}] {source:?}"
+        );
+        let limited = coll.find(doc! { "_id": { "$in": [1998, 1999] } }).limit(1);
+        assert!(
+            matches!(
+                limited.clone().explain().expect("explain").source,
+                Source::IdScan { .. }
+            ),
+            "[{b}]"
+        );
+        assert_eq!(ids(&limited.run().expect("run")), [1998], "[{b}]");
+        // Unsorted and limited, beside a wide range: the most selective index streams.
+        let plan = coll
+            .find(doc! { "_id": { "$gte": 0 }, "flag": true })
+            .limit(5)
+            .explain()
+            .expect("explain");
+        assert!(
+            matches!(&plan.source, Source::IndexScan { field, .. } if field == "flag"),
+            "[{b}] {plan}"
+        );
         // Ids of other types name no document; a union of id branches.
         assert!(
             found(doc! { "_id": { "$in": ["7", Bson::Null, true] } }).is_empty(),
+            "[{b}]"
+        );
+        assert!(
+            matches!(
+                explain(doc! { "_id": { "$in": ["7", Bson::Null, true] } }),
+                Source::IdScan { .. }
+            ),
             "[{b}]"
         );
         let source = explain(doc! { "$or": [{ "_id": 3 }, { "_id": { "$gte": 1998 } }] });
@@ -1261,6 +1306,48 @@ fn id_filters_read_documents_by_key() {
         assert_eq!(
             found(doc! { "$or": [{ "_id": 3 }, { "_id": { "$gte": 1998 } }] }),
             [3, 1998, 1999],
+            "[{b}]"
+        );
+
+        // Sorted by `_id` ascending first: the key order, streamed, no sort.
+        let page = coll
+            .find(doc! { "_id": { "$gt": 1000 } })
+            .sort("_id")
+            .sort("status:desc")
+            .limit(3);
+        let plan = page.clone().explain().expect("explain");
+        assert!(plan.key_order && plan.sort.is_empty(), "[{b}] {plan}");
+        assert!(plan.to_string().contains("order=_id"), "[{b}] {plan}");
+        assert_eq!(ids(&page.run().expect("page")), [1001, 1002, 1003], "[{b}]");
+        let all = coll
+            .find(doc! {})
+            .sort("_id")
+            .skip(1995)
+            .run()
+            .expect("all sorted");
+        assert_eq!(ids(&all), [1995, 1996, 1997, 1998, 1999], "[{b}]");
+        // Descending, or through another index: sorted.
+        let plan = coll
+            .find(doc! {})
+            .sort("_id:desc")
+            .limit(3)
+            .explain()
+            .expect("explain");
+        assert!(!plan.key_order && plan.sort.len() == 1, "[{b}] {plan}");
+        let plan = coll
+            .find(doc! { "status": "s7" })
+            .sort("_id")
+            .explain()
+            .expect("explain");
+        assert!(!plan.key_order && plan.sort.len() == 1, "[{b}] {plan}");
+        assert_eq!(
+            ids(&coll
+                .find(doc! { "status": "s7" })
+                .sort("_id:desc")
+                .limit(2)
+                .run()
+                .expect("desc")),
+            [1907, 1807],
             "[{b}]"
         );
 
@@ -1851,7 +1938,14 @@ fn scans_split_across_threads_agree_with_the_reference() {
             t.db.create_collection(CollectionConfig::new("split"))
                 .expect("create");
         coll.insert_many(docs.clone()).expect("insert");
-        for query in sorts(doc! {}).iter().chain(&sorts(doc! { "odd": true })) {
+        for query in sorts(doc! {})
+            .iter()
+            .chain(&sorts(doc! { "odd": true }))
+            // Ranges of `_id`s (one type bracket each) read as key ranges,
+            // split across threads when long.
+            .chain(&sorts(doc! { "_id": { "$gte": -50_000 } }))
+            .chain(&sorts(doc! { "_id": { "$gte": "k01000" }, "odd": true }))
+        {
             check_query(&coll, &docs, query, t.backend);
         }
 
@@ -1873,6 +1967,18 @@ fn scans_split_across_threads_agree_with_the_reference() {
                 skip: 12_000,
                 limit: Some(9_000),
                 ..q(doc! {})
+            },
+            q(doc! { "_id": { "$gte": 1_000 } }),
+            Query {
+                sort: vec![("_id".to_owned(), false)],
+                skip: 100,
+                limit: Some(20_000),
+                ..q(doc! { "_id": { "$gt": 5, "$lte": 29_000 }, "odd": true })
+            },
+            Query {
+                sort: vec![("n".to_owned(), true)],
+                limit: Some(50),
+                ..q(doc! { "_id": { "$lt": 25_000 } })
             },
         ] {
             check_query(&coll, &docs, &query, t.backend);

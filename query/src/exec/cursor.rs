@@ -73,11 +73,6 @@ const MAX_SPLITS: usize = 1_024;
 type KeySpan = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 enum State {
-    /// Scanning partition `part` from key `from`.
-    Scan {
-        part: usize,
-        from: Option<Vec<u8>>,
-    },
     /// Streaming an index scan's entries a batch at a time: partition
     /// `part`, interval `iv`, from just after index key `after`. `seen`
     /// holds the document keys produced so far when one document may come
@@ -90,13 +85,15 @@ enum State {
     },
     /// Scanning partition `part` a few key ranges at a time, in parallel
     /// (once batches are full): each range `(from, to)`, `None` ends being
-    /// the partition's.
+    /// the partition's; then the spans `rest` (see `Spans`).
     Split {
         part: usize,
         ranges: VecDeque<KeySpan>,
+        rest: VecDeque<(usize, KeySpan)>,
     },
-    /// Reading ranges of document keys (an `_id` scan of ranges) in order:
-    /// each `(partition, (from, to))`, the first from where it resumes.
+    /// Reading ranges of document keys in order (a scan: every partition
+    /// whole; an `_id` scan: its ranges), each `(partition, (from, to))`,
+    /// the first from where it resumes.
     Spans {
         spans: VecDeque<(usize, KeySpan)>,
     },
@@ -335,28 +332,27 @@ pub fn source_keys(read: &CollectionRead<'_>, parts: &[Part], source: &Source) -
             }
             Ok(out)
         }
-        Source::IdScan { .. } if source.is_id_points() => {
-            let Source::IdScan { intervals, .. } = source else {
-                unreachable!()
-            };
-            let mut out = Vec::with_capacity(parts.len() * intervals.len());
-            for part in parts {
-                let mut ids: Vec<&[u8]> = intervals
-                    .iter()
-                    .filter_map(|iv| match &iv.start {
-                        std::ops::Bound::Included(v) => Some(v.as_slice()),
-                        _ => None,
-                    })
-                    .collect();
-                ids.sort_unstable();
-                ids.dedup();
-                out.extend(
-                    ids.into_iter()
-                        .map(|id| slate_core::keys::doc_key(part.as_bytes(), id)),
-                );
-            }
-            Ok(out)
+        // Points: their keys, built (one per partition, in key order);
+        // a key naming no document reads as none.
+        Source::IdScan { intervals, .. } if source.is_id_points() => {
+            let mut ids: Vec<&[u8]> = intervals
+                .iter()
+                .filter_map(|iv| match &iv.start {
+                    std::ops::Bound::Included(v) => Some(v.as_slice()),
+                    _ => None,
+                })
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            Ok(parts
+                .iter()
+                .flat_map(|part| {
+                    ids.iter()
+                        .map(|id| slate_core::keys::doc_key(part.as_bytes(), id))
+                })
+                .collect())
         }
+        // Ranges: the keys read from them.
         Source::IdScan { .. } => {
             let mut out = Vec::new();
             for (p, (from, to)) in scan_spans(parts, source) {
@@ -662,6 +658,7 @@ impl<'r> Piece<'r> {
 fn split_sort(
     read: &CollectionRead<'_>,
     parts: &[Part],
+    spans: Vec<(usize, KeySpan)>,
     filter: Option<&crate::filter::Filter>,
     sorter: &mut Sorter<'_, Vec<u8>>,
     stats: &mut ExecStats,
@@ -670,9 +667,10 @@ fn split_sort(
     let fields = sorter.fields();
     let n = rayon::current_num_threads() * SPLITS_PER_THREAD;
     let mut ranges = Vec::new();
-    for part in parts {
-        let spans = key_spans(read, part, (None, None), n)?;
-        ranges.extend(spans.into_iter().map(|(from, to)| (part, from, to)));
+    for (p, span) in spans {
+        let part = &parts[p];
+        let cut = key_spans(read, part, span, n)?;
+        ranges.extend(cut.into_iter().map(|(from, to)| (part, from, to)));
     }
     let tasks: Vec<Result<_>> = ranges
         .into_par_iter()
@@ -888,12 +886,10 @@ impl<'t, T> Cursor<'t, T> {
             &mut cursor.stats,
         )? {
             State::Keys { keys, pos: 0 }
-        } else if matches!(cursor.plan.source, Source::IdScan { .. }) {
+        } else {
             State::Spans {
                 spans: scan_spans(&cursor.parts, &cursor.plan.source).into(),
             }
-        } else {
-            State::Scan { part: 0, from: None }
         };
         Ok(cursor)
     }
@@ -951,14 +947,23 @@ impl<'t, T> Cursor<'t, T> {
         let mut sorter: Sorter<'_, Vec<u8>> = Sorter::new(&fields, bound);
         let mut stats = ExecStats::default();
         let keys = index_keys(&self.read, &self.parts, &self.plan.source, &mut stats)?;
-        let whole = matches!(self.plan.source, Source::Scan { .. });
-        if whole && self.decode_batch.is_some() && self.plan.total >= SPLIT_MIN_DOCS {
-            split_sort(&self.read, &self.parts, filter, &mut sorter, &mut stats)?;
+        // Key ranges (a scan, an `_id` scan's ranges) of enough documents
+        // are cut across the pool.
+        let spans = scan_spans(&self.parts, &self.plan.source);
+        let to_read = match self.plan.source {
+            Source::IdScan {
+                estimate,
+                capped: false,
+                ..
+            } => estimate,
+            _ => self.plan.total,
+        };
+        if keys.is_none() && self.decode_batch.is_some() && to_read >= SPLIT_MIN_DOCS {
+            split_sort(&self.read, &self.parts, spans, filter, &mut sorter, &mut stats)?;
             self.stats = stats;
             return Ok(sorted_state(sorter));
         }
         let window = if parallel { SORT_WINDOW } else { BATCH };
-        let spans = scan_spans(&self.parts, &self.plan.source);
         let mut windows = Windows::new(&self.read, &self.parts, keys.as_deref(), &spans, window);
         let mut current = windows.next_window()?;
         while let Some(docs) = current {
@@ -1006,7 +1011,16 @@ impl<'t, T> Cursor<'t, T> {
     /// read (across partitions: more, smaller ranges when there are several).
     fn cut(&self, part: &Part, span: KeySpan) -> Result<VecDeque<KeySpan>> {
         let threads = rayon::current_num_threads();
-        let left = self.plan.total.saturating_sub(self.stats.docs_read) as usize;
+        // An `_id` scan counted to its end reads about its estimate.
+        let total = match self.plan.source {
+            Source::IdScan {
+                estimate,
+                capped: false,
+                ..
+            } => estimate.min(self.plan.total),
+            _ => self.plan.total,
+        };
+        let left = total.saturating_sub(self.stats.docs_read) as usize;
         let n = (left / PAR_BATCH.div_ceil(threads)).min(MAX_SPLITS).max(threads);
         key_spans(&self.read, part, span, n)
     }
@@ -1014,7 +1028,7 @@ impl<'t, T> Cursor<'t, T> {
     /// The state after a group of a split scan of partition `part` (`p`):
     /// `again` (from [`walk_group`]: the rest of a range read only in part,
     /// cut again here, then the ranges after it) goes before the rest of
-    /// `ranges`; done at the limit, else on to the next partition once no
+    /// `ranges`; done at the limit, else on to the spans `rest` once no
     /// range is left.
     fn after_split(
         &self,
@@ -1022,6 +1036,7 @@ impl<'t, T> Cursor<'t, T> {
         part: usize,
         mut ranges: VecDeque<KeySpan>,
         again: Vec<KeySpan>,
+        rest: VecDeque<(usize, KeySpan)>,
     ) -> Result<State> {
         if self.remaining == 0 {
             return Ok(State::Done);
@@ -1036,12 +1051,9 @@ impl<'t, T> Cursor<'t, T> {
             ranges.push_front(span);
         }
         Ok(if ranges.is_empty() {
-            State::Scan {
-                part: part + 1,
-                from: None,
-            }
+            State::Spans { spans: rest }
         } else {
-            State::Split { part, ranges }
+            State::Split { part, ranges, rest }
         })
     }
 
@@ -1231,7 +1243,11 @@ impl<'t, T> Cursor<'t, T> {
                         seen,
                     };
                 }
-                State::Split { part, mut ranges } => {
+                State::Split {
+                    part,
+                    mut ranges,
+                    rest,
+                } => {
                     let Some(p) = self.parts.get(part).cloned() else {
                         return Ok(());
                     };
@@ -1276,7 +1292,7 @@ impl<'t, T> Cursor<'t, T> {
                             },
                         )?;
                         self.grow_batch(read);
-                        self.state = self.after_split(&p, part, ranges, again)?;
+                        self.state = self.after_split(&p, part, ranges, again, rest)?;
                         continue;
                     }
                     let read = self.read.clone();
@@ -1296,16 +1312,27 @@ impl<'t, T> Cursor<'t, T> {
                         },
                     )?;
                     self.take(&docs, true)?;
-                    self.state = self.after_split(&p, part, ranges, again)?;
+                    self.state = self.after_split(&p, part, ranges, again, rest)?;
                 }
                 State::Spans { mut spans } => {
                     let Some((p, (from, to))) = spans.pop_front() else {
                         return Ok(());
                     };
+                    let part = self.parts[p].clone();
                     let want = self.batch_len();
+                    if want == PAR_BATCH && self.decode_batch.is_some() {
+                        // Full batches: the rest of this range in parallel.
+                        let ranges = self.cut(&part, (from, to))?;
+                        self.state = State::Split {
+                            part: p,
+                            ranges,
+                            rest: spans,
+                        };
+                        continue;
+                    }
                     let read = self.read.clone();
                     let docs = read
-                        .scan_between(&self.parts[p], from.as_deref(), to.as_deref())?
+                        .scan_between(&part, from.as_deref(), to.as_deref())?
                         .take(want)
                         .collect::<std::result::Result<Vec<_>, _>>()?;
                     self.take(&docs, true)?;
@@ -1326,36 +1353,6 @@ impl<'t, T> Cursor<'t, T> {
                     if end < keys.len() {
                         self.state = State::Keys { keys, pos: end };
                     }
-                }
-                State::Scan { part, from } => {
-                    let Some(p) = self.parts.get(part).cloned() else {
-                        return Ok(());
-                    };
-                    let want = self.batch_len();
-                    if want == PAR_BATCH && self.decode_batch.is_some() {
-                        let ranges = self.cut(&p, (from, None))?;
-                        self.state = State::Split { part, ranges };
-                        continue;
-                    }
-                    let read = self.read.clone();
-                    let docs = read
-                        .scan_from(&p, from.as_deref())?
-                        .take(want)
-                        .collect::<std::result::Result<Vec<_>, _>>()?;
-                    self.take(&docs, true)?;
-                    self.state = match docs.last() {
-                        _ if self.remaining == 0 => State::Done,
-                        // Resume just after the last key read: key + [0] is its successor.
-                        Some(last) if docs.len() == want => {
-                            let mut k = last.key.to_vec();
-                            k.push(0);
-                            State::Scan { part, from: Some(k) }
-                        }
-                        _ => State::Scan {
-                            part: part + 1,
-                            from: None,
-                        },
-                    };
                 }
             }
         }

@@ -59,6 +59,11 @@ impl IndexPredicate {
 
 /// The field every document key holds.
 const ID: &str = "_id";
+/// How far a find counts a range of `_id`s when it is the filter's only
+/// indexable condition (and no limit says how far): enough for `explain`
+/// to show the count of a short range, while a long one (chosen anyway) is
+/// not read twice.
+const ID_RANGE_COUNT: u64 = 1_000;
 
 /// The indexable conjuncts of `filter`, one per indexed field, and its
 /// conjuncts on `_id` (answered by the document keys: an index on `_id`
@@ -134,43 +139,41 @@ fn estimate_predicate(
 
 /// An `_id` scan of `intervals` in every partition: points are counted as
 /// one document each (one per partition: looking them up costs what
-/// checking them would), ranges by reading their keys up to `cap`.
+/// checking them would), never capped; ranges by reading their keys, up to
+/// `cap` documents in all.
 fn estimate_ids(
     read: &CollectionRead<'_>,
     parts: &[Part],
     intervals: Vec<Interval>,
     cap: u64,
 ) -> Result<Source> {
-    let mut estimate = 0u64;
+    let points = intervals.iter().filter(|iv| iv.is_point()).count() as u64;
+    let mut ranged = 0u64;
     let mut capped = false;
     'parts: for part in parts {
-        for iv in &intervals {
-            if iv.is_point() {
-                estimate += 1;
-            } else {
-                let (from, to) = super::id_key_range(part, iv);
-                let mut n = 0u64;
-                let left = cap.saturating_sub(estimate);
-                read.visit_between(part, Some(&from), to.as_deref(), &mut |_| {
-                    n += 1;
-                    if n > left {
-                        ControlFlow::Break(())
-                    } else {
-                        ControlFlow::Continue(())
-                    }
-                })?;
-                estimate += n;
-            }
-            if estimate > cap {
+        for iv in intervals.iter().filter(|iv| !iv.is_point()) {
+            let (from, to) = super::id_key_range(part, iv);
+            let left = cap - ranged;
+            let mut n = 0u64;
+            read.visit_between(part, Some(&from), to.as_deref(), &mut |_| {
+                n += 1;
+                if n > left {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })?;
+            if n > left {
                 capped = true;
-                estimate = cap;
+                ranged = cap;
                 break 'parts;
             }
+            ranged += n;
         }
     }
     Ok(Source::IdScan {
         intervals,
-        estimate,
+        estimate: (points * parts.len() as u64).saturating_add(ranged),
         capped,
     })
 }
@@ -204,8 +207,11 @@ pub fn search_source(
         None => count_parts(read, parts)?,
     };
     let preds = index_predicates(read, filter)?;
-    let (source, most_selective) =
-        choose_source(read, parts, filter, preds, total, cap, Purpose::Search(counter))?;
+    let Chosen {
+        source,
+        most_selective,
+        ..
+    } = choose_source(read, parts, filter, preds, total, cap, counter)?;
     Ok(if source.uses_index() {
         Some(source)
     } else {
@@ -236,38 +242,79 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     // so the most selective index scan runs whatever its count, and counting
     // past LOOKUP_COST * want entries would only rank indexes that all
     // read a few lookups per match anyway.
+    // Sorted by `_id` ascending first, one partition: a scan or an `_id`
+    // scan needs no sort (`key_order` below) and stops at the limit too,
+    // so a limit counts (`want`) as it does unsorted.
+    let id_sorted = parts.len() == 1
+        && spec
+            .sort
+            .first()
+            .is_some_and(|f| f.path.as_str() == ID && !f.descending);
     let want = match spec.limit {
-        Some(limit) if spec.sort.is_empty() => Some((limit as u64).saturating_add(spec.skip as u64)),
+        Some(limit) if spec.sort.is_empty() || id_sorted => {
+            Some((limit as u64).saturating_add(spec.skip as u64))
+        }
         _ => None,
     };
     let source = match &spec.filter {
         Some(filter) => {
             let preds = index_predicates(read, filter)?;
-            if let Some(want) = want {
+            let no_or = !filter.conjuncts().iter().any(|c| matches!(c, Filter::Or(_)));
+            if preds.len() == 1 && preds[0].on_id() && no_or {
+                // A lone `_id` condition is the source whatever a range of it
+                // holds (never more than the scan): its count is only shown.
+                cap = cap.min(want.unwrap_or(ID_RANGE_COUNT).max(1));
+            } else if let Some(want) = want.filter(|_| spec.sort.is_empty()) {
                 // One index and no `$or`: that index is the source whatever
                 // its count, so it is counted only as far as the limit (an
                 // exact estimate when fewer match).
-                let only = preds.len() == 1 && !filter.conjuncts().iter().any(|c| matches!(c, Filter::Or(_)));
+                let only = preds.len() == 1 && no_or;
                 cap = if only {
                     cap.min(want.max(1))
                 } else {
                     cap.min(want.saturating_mul(LOOKUP_COST).max(64))
                 };
             }
-            let (source, most_selective) =
-                choose_source(read, parts, filter, preds, total, cap, Purpose::Find)?;
-            match most_selective {
-                Some(index) if want.is_some() && !source.uses_index() => index,
+            let Chosen {
+                source,
+                most_selective,
+                id_range,
+            } = choose_source(read, parts, filter, preds, total, cap, None)?;
+            match (most_selective, id_range, want) {
+                // Not when sorted by `_id`: the index would not stream in order.
+                (Some(index), _, Some(_)) if spec.sort.is_empty() && !source.uses_index() => index,
+                // A range of `_id`s, however many it holds, is never more
+                // than the scan reads, in the same order. (A vector search
+                // wants a source only where gathering its rows beats
+                // scanning them.)
+                (_, Some(range), _) if !source.uses_index() => range,
+                // Sorted by `_id` with a limit, through an index of n keys
+                // (m matching, about n), a scan in key order finds the
+                // first `want` after about want * total / m documents,
+                // where the index reads and sorts all n.
+                (_, _, Some(want))
+                    if id_sorted
+                        && matches!(source, Source::IndexScan { .. } | Source::IndexMerge { .. })
+                        && want.saturating_mul(total) / source.estimate().max(1) < read_cost(&source) =>
+                {
+                    Source::Scan { estimate: total }
+                }
                 _ => source,
             }
         }
         None => Source::Scan { estimate: total },
     };
+    // A scan or an `_id` scan of one partition reads in `_id` order: a sort
+    // whose first field is `_id` ascending is that order (the `_id`s are
+    // distinct: later fields never decide), and the documents stream, a
+    // limit stopping the read (`_id > last` pages read one page).
+    let key_order = id_sorted && matches!(source, Source::Scan { .. } | Source::IdScan { .. });
     Ok(Plan {
         collection: read.config().name.clone(),
         source,
         filter: spec.filter.clone(),
-        sort: spec.sort.clone(),
+        sort: if key_order { Vec::new() } else { spec.sort.clone() },
+        key_order,
         skip: spec.skip,
         limit: spec.limit,
         projection: spec.projection.clone(),
@@ -276,21 +323,22 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     })
 }
 
-/// What a source is chosen for.
-#[derive(Clone, Copy)]
-enum Purpose<'a> {
-    /// A find, count, update or delete: its documents are read in the
-    /// source's order.
-    Find,
-    /// A vector search's candidates, counted by the counter where it can.
-    Search(Option<Counter<'a>>),
+/// What [`choose_source`] chose.
+struct Chosen {
+    /// The source (a scan when no index is selective enough).
+    source: Source,
+    /// When `source` reads no index: the most selective index scan
+    /// (capped or not).
+    most_selective: Option<Source>,
+    /// When `source` reads no index: a range of `_id`s (capped or not),
+    /// which never reads more than the scan, in the same order.
+    id_range: Option<Source>,
 }
 
 /// Chooses among the index sources of `filter` (its index predicates
-/// `preds`) by estimates counted up to `cap`: the chosen source (a scan when
-/// no index is selective enough; for a find, a range of `_id`s instead of a
-/// scan), and, when that reads no index, the most selective index candidate
-/// (an index scan, capped or not, or a union).
+/// `preds`) by estimates counted up to `cap`, cheapest to read first: the
+/// chosen source (a scan when no index is selective enough), and, when
+/// that reads no index, the other candidates a find may prefer.
 fn choose_source(
     read: &CollectionRead<'_>,
     parts: &[Part],
@@ -298,12 +346,8 @@ fn choose_source(
     preds: Vec<IndexPredicate>,
     total: u64,
     cap: u64,
-    purpose: Purpose<'_>,
-) -> Result<(Source, Option<Source>)> {
-    let counter = match purpose {
-        Purpose::Find => None,
-        Purpose::Search(counter) => counter,
-    };
+    counter: Option<Counter<'_>>,
+) -> Result<Chosen> {
     let mut source = Source::Scan { estimate: total };
     let mut candidates = Vec::new();
     for p in preds {
@@ -322,16 +366,19 @@ fn choose_source(
             candidates.extend(union_source(read, parts, branches, union_cap, counter)?);
         }
     }
-    // Uncapped estimates first, most selective first; a capped one means
+    // Uncapped estimates first, cheapest to read first; a capped one means
     // "more than the cap": never selective enough.
-    candidates.sort_by_key(|s| (capped(s), s.estimate()));
+    candidates.sort_by_key(|s| (capped(s), read_cost(s)));
     let uncapped = candidates.iter().take_while(|s| !capped(s)).count();
     if let Some(best_est) = candidates[..uncapped].first().map(Source::estimate) {
         if read_cost(&candidates[0]) < total.max(1) || best_est == 0 {
+            // A range of `_id`s is read in key order, not intersected: its
+            // documents would be read once for their keys, then again.
             let n = candidates[..uncapped]
                 .iter()
-                .take_while(|s| s.estimate() <= best_est.max(1) * INTERSECT_FACTOR)
-                .count();
+                .take_while(|s| s.estimate() <= best_est.max(1) * INTERSECT_FACTOR && !is_id_range(s))
+                .count()
+                .max(1);
             source = if n == 1 {
                 candidates.swap_remove(0)
             } else {
@@ -341,17 +388,6 @@ fn choose_source(
                     estimate: best_est,
                 }
             };
-        }
-    }
-    // A range of `_id`s, however many it holds, is never more than the
-    // scan reads, in the same order. (A search wants a source only where
-    // gathering its rows beats scanning them.)
-    if matches!(purpose, Purpose::Find) && !source.uses_index() {
-        if let Some(i) = candidates
-            .iter()
-            .position(|s| matches!(s, Source::IdScan { .. }) && !s.is_id_points())
-        {
-            source = candidates.swap_remove(i);
         }
     }
     // Moved, not cloned: only wanted when no index was chosen (the
@@ -368,7 +404,24 @@ fn choose_source(
             .map(|(i, _)| i);
         best.map(|i| candidates.swap_remove(i))
     };
-    Ok((source, most_selective))
+    let id_range = if source.uses_index() {
+        None
+    } else {
+        candidates
+            .iter()
+            .position(is_id_range)
+            .map(|i| candidates.swap_remove(i))
+    };
+    Ok(Chosen {
+        source,
+        most_selective,
+        id_range,
+    })
+}
+
+/// Whether `s` reads a range of `_id`s (not only points).
+fn is_id_range(s: &Source) -> bool {
+    matches!(s, Source::IdScan { .. }) && !s.is_id_points()
 }
 
 /// A union of index scans answering `$or` `branches`: each branch's most

@@ -79,6 +79,10 @@ impl Plan {
             _ => "multi_get",
         };
         let mut node = doc! { "node": "ReadRecord", "mode": mode, "input": source_doc(&self.source) };
+        if self.key_order {
+            // The sort asked for is the order the keys are read in.
+            node.insert("order", "_id (key order, no sort)");
+        }
         if let Some(f) = &self.filter {
             let text = self.filter_text.clone().unwrap_or_else(|| format!("{f:?}"));
             node = doc! { "node": "Filter", "filter": text, "input": node };

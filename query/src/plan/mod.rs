@@ -136,6 +136,10 @@ pub struct Plan {
     pub filter: Option<Filter>,
     /// Sort fields (empty: key order of the source).
     pub sort: Vec<SortField>,
+    /// Whether the find asked for a sort that the source's order already
+    /// gives (`_id` ascending first, read by a scan or an `_id` scan of one
+    /// partition): `sort` is then empty and the documents stream.
+    pub key_order: bool,
     /// Documents to skip after sorting.
     pub skip: usize,
     /// Documents to return at most.
