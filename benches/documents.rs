@@ -493,6 +493,11 @@ fn queries(lookup_ids: Vec<i64>) -> Vec<Query> {
             |c| c.find(doc! { "_id": { "$gt": 5000 } }).sort("_id").limit(100),
             "WHERE id > 5000 ORDER BY id LIMIT 100",
         ),
+        find_query(
+            "last_100_by_id",
+            |c| c.find(doc! {}).sort("_id:desc").limit(100),
+            "ORDER BY id DESC LIMIT 100",
+        ),
         Query {
             name: "projection_name_status",
             slate: Box::new(|c| slate_rows(c.find(doc! {}).project(["name", "status"]))),

@@ -540,6 +540,19 @@ impl<'t> CollectionRead<'t> {
         Ok(iter.map(|e| e.map(|(key, bytes)| RawDoc { key, bytes })))
     }
 
+    /// [`scan_between`](Self::scan_between)'s documents in reverse: from the
+    /// last key before `to` down to `from`, in descending id order.
+    pub fn scan_between_rev(
+        &self,
+        part: &Part,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+    ) -> Result<impl Iterator<Item = Result<RawDoc<'_>>> + '_> {
+        let range = doc_range(part, from, to);
+        let iter = self.snap.range(&self.cf, &range, Direction::Reverse)?;
+        Ok(iter.map(|e| e.map(|(key, bytes)| RawDoc { key, bytes })))
+    }
+
     /// [`scan_between`](Self::scan_between)'s documents handed to `f` in key
     /// order until it breaks, lent where the store would copy each one out
     /// (RocksDB: read from a raw iterator, nothing allocated per document).

@@ -1326,14 +1326,43 @@ fn id_filters_read_documents_by_key() {
             .run()
             .expect("all sorted");
         assert_eq!(ids(&all), [1995, 1996, 1997, 1998, 1999], "[{b}]");
-        // Descending, or through another index: sorted.
-        let plan = coll
-            .find(doc! {})
+        // Descending: the keys in reverse, newest first.
+        let newest = coll.find(doc! {}).sort("_id:desc").limit(3);
+        let plan = newest.clone().explain().expect("explain");
+        assert!(
+            plan.key_order && plan.reverse && plan.sort.is_empty(),
+            "[{b}] {plan}"
+        );
+        assert!(plan.to_string().contains("order=_id desc"), "[{b}] {plan}");
+        assert_eq!(ids(&newest.run().expect("newest")), [1999, 1998, 1997], "[{b}]");
+        let below = |f: Document, skip: usize, limit: usize| {
+            ids(&coll
+                .find(f)
+                .sort("_id:desc")
+                .skip(skip)
+                .limit(limit)
+                .run()
+                .expect("desc"))
+        };
+        assert_eq!(below(doc! { "_id": { "$lt": 1000 } }, 0, 2), [999, 998], "[{b}]");
+        assert_eq!(below(doc! { "_id": { "$lt": 1000 } }, 997, 5), [2, 1, 0], "[{b}]");
+        assert_eq!(
+            below(doc! { "_id": { "$in": [4, 900, 17] } }, 0, 5),
+            [900, 17, 4],
+            "[{b}]"
+        );
+        // A long read in reverse, batch after batch.
+        let all = coll
+            .find(doc! { "flag": true })
             .sort("_id:desc")
-            .limit(3)
-            .explain()
-            .expect("explain");
-        assert!(!plan.key_order && plan.sort.len() == 1, "[{b}] {plan}");
+            .run()
+            .expect("all");
+        assert_eq!(
+            ids(&all),
+            (0..2000).filter(|i| i % 2 == 0).rev().collect::<Vec<_>>(),
+            "[{b}]"
+        );
+        // Through another index: sorted.
         let plan = coll
             .find(doc! { "status": "s7" })
             .sort("_id")
@@ -1979,6 +2008,17 @@ fn scans_split_across_threads_agree_with_the_reference() {
                 sort: vec![("n".to_owned(), true)],
                 limit: Some(50),
                 ..q(doc! { "_id": { "$lt": 25_000 } })
+            },
+            // In reverse key order, batch after batch.
+            Query {
+                sort: vec![("_id".to_owned(), true), ("n".to_owned(), false)],
+                skip: 300,
+                limit: Some(20_000),
+                ..q(doc! { "odd": true })
+            },
+            Query {
+                sort: vec![("_id".to_owned(), true)],
+                ..q(doc! { "_id": { "$gt": 5, "$lte": 29_000 } })
             },
         ] {
             check_query(&coll, &docs, &query, t.backend);

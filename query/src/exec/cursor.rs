@@ -885,11 +885,18 @@ impl<'t, T> Cursor<'t, T> {
             &cursor.plan.source,
             &mut cursor.stats,
         )? {
+            let mut keys = keys;
+            if cursor.plan.reverse {
+                // One partition's keys, ascending: read from the last.
+                keys.reverse();
+            }
             State::Keys { keys, pos: 0 }
         } else {
-            State::Spans {
-                spans: scan_spans(&cursor.parts, &cursor.plan.source).into(),
+            let mut spans: VecDeque<_> = scan_spans(&cursor.parts, &cursor.plan.source).into();
+            if cursor.plan.reverse {
+                spans = spans.into_iter().rev().collect();
             }
+            State::Spans { spans }
         };
         Ok(cursor)
     }
@@ -1320,7 +1327,8 @@ impl<'t, T> Cursor<'t, T> {
                     };
                     let part = self.parts[p].clone();
                     let want = self.batch_len();
-                    if want == PAR_BATCH && self.decode_batch.is_some() {
+                    let reverse = self.plan.reverse;
+                    if want == PAR_BATCH && self.decode_batch.is_some() && !reverse {
                         // Full batches: the rest of this range in parallel.
                         let ranges = self.cut(&part, (from, to))?;
                         self.state = State::Split {
@@ -1331,17 +1339,28 @@ impl<'t, T> Cursor<'t, T> {
                         continue;
                     }
                     let read = self.read.clone();
-                    let docs = read
-                        .scan_between(&part, from.as_deref(), to.as_deref())?
-                        .take(want)
-                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    let docs = if reverse {
+                        read.scan_between_rev(&part, from.as_deref(), to.as_deref())?
+                            .take(want)
+                            .collect::<std::result::Result<Vec<_>, _>>()?
+                    } else {
+                        read.scan_between(&part, from.as_deref(), to.as_deref())?
+                            .take(want)
+                            .collect::<std::result::Result<Vec<_>, _>>()?
+                    };
                     self.take(&docs, true)?;
                     // A full batch resumes just after its last key (key + [0]
-                    // is its successor); a short one ended its range.
+                    // is its successor), or in reverse just before it (the
+                    // range's end, exclusive); a short one ended its range.
                     if let Some(last) = docs.last().filter(|_| docs.len() == want) {
-                        let mut k = last.key.to_vec();
-                        k.push(0);
-                        spans.push_front((p, (Some(k), to)));
+                        let resume = if reverse {
+                            (from, Some(last.key.to_vec()))
+                        } else {
+                            let mut k = last.key.to_vec();
+                            k.push(0);
+                            (Some(k), to)
+                        };
+                        spans.push_front((p, resume));
                     }
                     if self.remaining > 0 && !spans.is_empty() {
                         self.state = State::Spans { spans };

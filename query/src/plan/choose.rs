@@ -242,14 +242,14 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     // so the most selective index scan runs whatever its count, and counting
     // past LOOKUP_COST * want entries would only rank indexes that all
     // read a few lookups per match anyway.
-    // Sorted by `_id` ascending first, one partition: a scan or an `_id`
-    // scan needs no sort (`key_order` below) and stops at the limit too,
-    // so a limit counts (`want`) as it does unsorted.
-    let id_sorted = parts.len() == 1
-        && spec
-            .sort
-            .first()
-            .is_some_and(|f| f.path.as_str() == ID && !f.descending);
+    // Sorted by `_id` first, one partition: a scan or an `_id` scan needs
+    // no sort (`key_order` below) and stops at the limit too, so a limit
+    // counts (`want`) as it does unsorted.
+    let id_sort = spec
+        .sort
+        .first()
+        .filter(|f| f.path.as_str() == ID && parts.len() == 1);
+    let id_sorted = id_sort.is_some();
     let want = match spec.limit {
         Some(limit) if spec.sort.is_empty() || id_sorted => {
             Some((limit as u64).saturating_add(spec.skip as u64))
@@ -304,17 +304,20 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
         }
         None => Source::Scan { estimate: total },
     };
-    // A scan or an `_id` scan of one partition reads in `_id` order: a sort
-    // whose first field is `_id` ascending is that order (the `_id`s are
-    // distinct: later fields never decide), and the documents stream, a
-    // limit stopping the read (`_id > last` pages read one page).
+    // A scan or an `_id` scan of one partition reads in `_id` order, or in
+    // reverse: a sort whose first field is `_id` is one of them (the `_id`s
+    // are distinct: later fields never decide), and the documents stream, a
+    // limit stopping the read (`_id > last` pages read one page, the
+    // newest ids come first from the end).
     let key_order = id_sorted && matches!(source, Source::Scan { .. } | Source::IdScan { .. });
+    let reverse = key_order && id_sort.is_some_and(|f| f.descending);
     Ok(Plan {
         collection: read.config().name.clone(),
         source,
         filter: spec.filter.clone(),
         sort: if key_order { Vec::new() } else { spec.sort.clone() },
         key_order,
+        reverse,
         skip: spec.skip,
         limit: spec.limit,
         projection: spec.projection.clone(),

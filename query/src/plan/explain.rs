@@ -81,7 +81,12 @@ impl Plan {
         let mut node = doc! { "node": "ReadRecord", "mode": mode, "input": source_doc(&self.source) };
         if self.key_order {
             // The sort asked for is the order the keys are read in.
-            node.insert("order", "_id (key order, no sort)");
+            let order = if self.reverse {
+                "_id desc (keys in reverse, no sort)"
+            } else {
+                "_id (key order, no sort)"
+            };
+            node.insert("order", order);
         }
         if let Some(f) = &self.filter {
             let text = self.filter_text.clone().unwrap_or_else(|| format!("{f:?}"));

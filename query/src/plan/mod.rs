@@ -140,6 +140,9 @@ pub struct Plan {
     /// gives (`_id` ascending first, read by a scan or an `_id` scan of one
     /// partition): `sort` is then empty and the documents stream.
     pub key_order: bool,
+    /// With `key_order`: the sort asked for `_id` descending, and the
+    /// source's keys are read from last to first.
+    pub reverse: bool,
     /// Documents to skip after sorting.
     pub skip: usize,
     /// Documents to return at most.
