@@ -674,6 +674,32 @@ impl<'t> CollectionRead<'t> {
             .collect()
     }
 
+    /// [`index_entries_after`](Self::index_entries_after) in reverse: at
+    /// most `limit` entries of index `field` in the encoded range `lo..hi`
+    /// below index key `before` (exclusive), each as its index key and
+    /// document key, descending.
+    pub fn index_entries_before(
+        &self,
+        part: &Part,
+        field: &str,
+        lo: Option<(&[u8], bool)>,
+        hi: Option<(&[u8], bool)>,
+        before: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check_index(field)?;
+        let mut range = keys::index_value_range(&part.0, field, lo, hi);
+        if let Some(before) = before {
+            if range.end.as_ref().is_none_or(|end| before < end.as_slice()) {
+                range.end = Some(before.to_vec());
+            }
+        }
+        let iter = self.snap.range(&self.cf, &range, Direction::Reverse)?;
+        iter.take(limit)
+            .map(|e| e.map(|(key, id)| (key.into_owned(), keys::doc_key(&part.0, &id))))
+            .collect()
+    }
+
     /// The entries of index `field` in the encoded range `lo..hi` from just
     /// after index key `after`, each as its index key and document key.
     fn index_entries(

@@ -99,7 +99,26 @@ fn a_partition_sees_only_its_documents() {
             "[{b}]"
         );
         let got = two.find(doc! { "_id": { "$gte": 298 } }).run().expect("range");
-        assert_eq!(got.len(), 4, "[{b}]");
+        let got: Vec<(&str, i32)> = got
+            .iter()
+            .map(|d| {
+                (
+                    d.get_str("tenant").expect("tenant"),
+                    d.get_i32("_id").expect("id"),
+                )
+            })
+            .collect();
+        // Partition by partition, each in `_id` order.
+        assert_eq!(
+            got,
+            [("acme", 298), ("acme", 299), ("initech", 298), ("initech", 299)],
+            "[{b}]"
+        );
+        let plan = two.find(doc! { "_id": 5 }).limit(1).explain().expect("explain");
+        assert!(
+            matches!(&plan.source, Source::IdScan { estimate: 2, .. }),
+            "[{b}] {plan}"
+        );
         // Two partitions are read one after the other: a sort by `_id` sorts.
         let plan = two.find(doc! {}).sort("_id").limit(4).explain().expect("explain");
         assert!(!plan.key_order && plan.sort.len() == 1, "[{b}] {plan}");
@@ -114,6 +133,24 @@ fn a_partition_sees_only_its_documents() {
                 .key_order,
             "[{b}]"
         );
+        // In reverse, a partition's last keys, not the next partition's.
+        for (tenant, partition) in [("acme", &acme), ("initech", &coll.partition("initech"))] {
+            let last = partition.find(doc! {}).sort("_id:desc").limit(3);
+            assert!(last.clone().explain().expect("explain").reverse, "[{b}]");
+            let got: Vec<(String, i32)> = last
+                .run()
+                .expect("last")
+                .iter()
+                .map(|d| {
+                    (
+                        d.get_str("tenant").expect("tenant").to_owned(),
+                        d.get_i32("_id").expect("id"),
+                    )
+                })
+                .collect();
+            let want: Vec<(String, i32)> = (297..300).rev().map(|i| (tenant.to_owned(), i)).collect();
+            assert_eq!(got, want, "[{b}]");
+        }
         assert_eq!(
             two.delete_many(doc! { "_id": { "$gte": 299 } }).expect("delete"),
             2,

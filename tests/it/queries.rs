@@ -36,11 +36,13 @@ fn cmp(a: &Bson, b: &Bson) -> Ordering {
 /// The values a sort on `parts` considers (MongoDB): through documents; through arrays of
 /// documents element by element (other elements give nothing); a leaf array gives its elements;
 /// a missing field, or a scalar where the path goes on, gives `null`. `None` stands for an empty
-/// leaf array, which sorts below `null`.
+/// leaf array, which sorts below `null`, as MongoDB sorts it (as `undefined`), and for a stored
+/// `undefined`.
 fn sort_values(cur: &Bson, parts: &[&str], out: &mut Vec<Option<Bson>>) {
     let Some((first, rest)) = parts.split_first() else {
         match cur {
             Bson::Array(items) if items.is_empty() => out.push(None),
+            Bson::Undefined => out.push(None),
             Bson::Array(items) => out.extend(items.iter().cloned().map(Some)),
             other => out.push(Some(other.clone())),
         }
@@ -383,6 +385,8 @@ fn document_fields() -> impl Strategy<Value = Document> {
     let status = prop_oneof![
         8 => select(&["a", "b", "c", "d", "e", "f", "g"][..]).prop_map(|s| Some(Bson::from(s))),
         1 => Just(Some(Bson::Null)),
+        // Indexed like null, sorted below it.
+        1 => Just(Some(Bson::Undefined)),
         1 => Just(Some(Bson::Int32(1))),
         2 => Just(None),
     ];
@@ -1407,6 +1411,140 @@ fn id_filters_read_documents_by_key() {
             "[{b}]"
         );
         assert_eq!(found(doc! { "_id": { "$gte": 1993 } }), [1993, 1994], "[{b}]");
+    }
+}
+
+/// A limited sort on one field with a single-valued index reads that index
+/// in order (in reverse when descending), equal values in id order, the
+/// null bracket (missing, null, undefined: one index value) ordered as the
+/// sort orders it, and stops at the limit.
+/// Sorted by `_id` and limited, beside an index: a page of an `_id` range
+/// read in key order, when the index's matches spread over the ids.
+#[test]
+fn an_id_sorted_page_reads_its_range_in_key_order() {
+    for t in backends() {
+        let b = t.backend;
+        let coll =
+            t.db.create_collection(CollectionConfig::new("c").index("s"))
+                .expect("create");
+        coll.insert_many((0..4000).map(|i| doc! { "_id": i, "s": if i % 20 == 0 { "a" } else { "b" } }))
+            .expect("insert");
+        let page = coll
+            .find(doc! { "_id": { "$gt": 3000 }, "s": "a" })
+            .sort("_id")
+            .limit(10);
+        let plan = page.clone().explain().expect("explain");
+        assert!(
+            plan.key_order && matches!(plan.source, Source::IdScan { .. }),
+            "[{b}] {plan}"
+        );
+        let want: Vec<i64> = (3001..4000).filter(|i| i % 20 == 0).take(10).collect();
+        assert_eq!(ids(&page.run().expect("page")), want, "[{b}]");
+        let back = coll
+            .find(doc! { "_id": { "$lt": 1000 }, "s": "a" })
+            .sort("_id:desc")
+            .limit(4);
+        assert!(back.clone().explain().expect("explain").reverse, "[{b}]");
+        assert_eq!(ids(&back.run().expect("back")), [980, 960, 940, 920], "[{b}]");
+    }
+}
+
+#[test]
+fn a_limited_sort_on_a_single_valued_index_reads_it_in_order() {
+    let docs: Vec<Document> = (0..3000)
+        .map(|i| {
+            let mut d = doc! { "_id": i, "group": i % 7, "tags": [i % 3, i % 5] };
+            match i {
+                _ if i % 97 == 0 => {}
+                _ if i % 89 == 0 => {
+                    d.insert("score", Bson::Null);
+                }
+                _ if i % 83 == 0 => {
+                    d.insert("score", Bson::Undefined);
+                }
+                _ if i % 2 == 0 => {
+                    d.insert("score", (i * 7) % 500);
+                }
+                _ => {
+                    d.insert("score", f64::from((i * 7) % 500));
+                }
+            }
+            d
+        })
+        .collect();
+    let queries = |limit: usize, skip: usize| {
+        let with = move |filter: Document, desc: bool| Query {
+            skip,
+            limit: Some(limit),
+            ..sorted(filter, "score", desc)
+        };
+        [false, true].into_iter().flat_map(move |desc| {
+            [
+                with(doc! {}, desc),
+                with(doc! { "group": 3 }, desc),
+                with(doc! { "score": { "$gte": 100, "$lt": 200 } }, desc),
+                with(doc! { "score": { "$in": [7, 14.0, 490, Bson::Null] } }, desc),
+                with(doc! { "score": { "$lte": 3 }, "group": { "$ne": 1 } }, desc),
+            ]
+        })
+    };
+    for t in backends() {
+        let b = t.backend;
+        let coll =
+            t.db.create_collection(CollectionConfig::new("c").index("score").index("tags"))
+                .expect("create");
+        coll.insert_many(docs.clone()).expect("insert");
+        for (limit, skip) in [(1, 0), (10, 0), (17, 3), (300, 0), (2500, 40)] {
+            for query in queries(limit, skip) {
+                check_query(&coll, &docs, &query, b);
+            }
+        }
+        let plan = coll
+            .find(doc! {})
+            .sort("score")
+            .limit(10)
+            .explain()
+            .expect("explain");
+        assert!(
+            plan.key_order && !plan.reverse && plan.sort.is_empty(),
+            "[{b}] {plan}"
+        );
+        assert!(
+            plan.to_string().contains("order=score (index order"),
+            "[{b}] {plan}"
+        );
+        let plan = coll
+            .find(doc! { "group": 3 })
+            .sort("score:desc")
+            .limit(10)
+            .explain()
+            .expect("explain");
+        assert!(
+            matches!(&plan.source, Source::IndexScan { field, .. } if field == "score") && plan.reverse,
+            "[{b}] {plan}"
+        );
+        // The null bracket first: undefined below null and missing.
+        let first = coll.find(doc! {}).sort("score").limit(40).run().expect("first");
+        let undefined = first
+            .iter()
+            .take_while(|d| d.get("score") == Some(&Bson::Undefined))
+            .count();
+        assert_eq!(
+            undefined,
+            (0..3000)
+                .filter(|i| i % 97 != 0 && i % 89 != 0 && i % 83 == 0)
+                .count(),
+            "[{b}]"
+        );
+        // A multikey index, or several sort fields: sorted.
+        for find in [
+            coll.find(doc! {}).sort("tags").limit(10),
+            coll.find(doc! {}).sort("score").sort("group").limit(10),
+            coll.find(doc! {}).sort("score"),
+        ] {
+            let plan = find.explain().expect("explain");
+            assert!(!plan.key_order && !plan.sort.is_empty(), "[{b}] {plan}");
+        }
     }
 }
 

@@ -57,6 +57,12 @@ impl IndexPredicate {
     }
 }
 
+/// A plan that streams a sort's order (a scan in key order, an index in
+/// order) instead of reading and sorting what an index selects is taken
+/// only when its worst case (reading everything it could) costs at most
+/// this many times the plan it replaces.
+const WORST_CASE_FACTOR: u64 = 4;
+
 /// The field every document key holds.
 const ID: &str = "_id";
 /// How far a find counts a range of `_id`s when it is the filter's only
@@ -292,12 +298,18 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
                 // (m matching, about n), a scan in key order finds the
                 // first `want` after about want * total / m documents,
                 // where the index reads and sorts all n.
-                (_, _, Some(want))
+                // At worst (the matches all at the far end) it reads every
+                // document: taken only when that is at most
+                // WORST_CASE_FACTOR times the index's cost. In key order
+                // means within the `_id` range when there is one.
+                (_, range, Some(want))
                     if id_sorted
                         && matches!(source, Source::IndexScan { .. } | Source::IndexMerge { .. })
-                        && want.saturating_mul(total) / source.estimate().max(1) < read_cost(&source) =>
+                        && want.saturating_mul(total) / source.estimate().max(1) < read_cost(&source)
+                        && range.as_ref().map_or(total, read_cost)
+                            <= read_cost(&source).saturating_mul(WORST_CASE_FACTOR) =>
                 {
-                    Source::Scan { estimate: total }
+                    range.unwrap_or(Source::Scan { estimate: total })
                 }
                 _ => source,
             }
@@ -309,8 +321,20 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     // are distinct: later fields never decide), and the documents stream, a
     // limit stopping the read (`_id > last` pages read one page, the
     // newest ids come first from the end).
-    let key_order = id_sorted && matches!(source, Source::Scan { .. } | Source::IdScan { .. });
-    let reverse = key_order && id_sort.is_some_and(|f| f.descending);
+    // In reverse only with a limit: a whole read in reverse is serial, where
+    // a sort of a scan reads its key ranges in parallel.
+    let mut key_order = id_sorted
+        && matches!(source, Source::Scan { .. } | Source::IdScan { .. })
+        && (spec.limit.is_some() || id_sort.is_some_and(|f| !f.descending));
+    let mut reverse = key_order && id_sort.is_some_and(|f| f.descending);
+    let mut source = source;
+    if !key_order {
+        if let Some((ordered, descending)) = index_order(read, parts, spec, &source, total)? {
+            source = ordered;
+            key_order = true;
+            reverse = descending;
+        }
+    }
     Ok(Plan {
         collection: read.config().name.clone(),
         source,
@@ -326,6 +350,81 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     })
 }
 
+/// Sorted by one field with an index (single-valued: no document holds an
+/// array or several values there) and limited, on one partition: that
+/// index's scan in order (in reverse when descending), over the filter's
+/// intervals on the field or its whole range, when it would find the first
+/// `limit + skip` matches for less than `source` costs to read (and sort).
+/// The index's entries are in value order, equal values in id order, as
+/// the sort breaks ties; the cursor reads them a run of equal values at a
+/// time. Streamed, it reads about want * n / m entries (n in its range, m
+/// of them matching): m is taken as `source`'s estimate when `source`
+/// narrows the filter, else as every one of the n (the filter's selectivity
+/// unknown: at worst the whole index is read, a few times a scan's cost).
+fn index_order(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    spec: &FindSpec,
+    source: &Source,
+    total: u64,
+) -> Result<Option<(Source, bool)>> {
+    let (Some(limit), [sort], [_]) = (spec.limit, spec.sort.as_slice(), parts) else {
+        return Ok(None);
+    };
+    let field = sort.path.as_str();
+    // A position (`a.0`) reads differently from how the index stores it.
+    let positional = field.split('.').any(|c| c.bytes().all(|b| b.is_ascii_digit()));
+    if positional || !read.config().indexes.iter().any(|f| f == field) || read.is_multikey(field)? {
+        return Ok(None);
+    }
+    let want = (limit as u64).saturating_add(spec.skip as u64).max(1);
+    let intervals = match spec.filter.as_ref().and_then(|f| f.index_bounds(field, false)) {
+        Some(intervals) => intervals,
+        None => vec![Interval {
+            start: std::ops::Bound::Unbounded,
+            end: std::ops::Bound::Unbounded,
+        }],
+    };
+    // Counted as far as it could still win against the source.
+    let cap = read_cost(source).max(want);
+    let ordered = estimate_predicate(
+        read,
+        parts,
+        IndexPredicate {
+            field: field.to_owned(),
+            intervals,
+            multikey: false,
+        },
+        cap,
+        None,
+    )?;
+    let n = ordered.estimate().max(1);
+    let matching = match source {
+        Source::Scan { .. } => n,
+        // The source's own field: its entries are the ordered scan's.
+        Source::IndexScan { field: f, .. } if f == field => n,
+        other => other.estimate().clamp(1, n),
+    };
+    if capped(&ordered) && matching < n {
+        // More than `cap` entries, of which only some match: unknown cost.
+        return Ok(None);
+    }
+    let cost = want.saturating_mul(LOOKUP_COST).saturating_mul(n) / matching;
+    let current = match source {
+        Source::Scan { .. } => total,
+        other => read_cost(other),
+    };
+    // At worst every entry is read (a capped count: more than `cap`, which
+    // is at least `current`).
+    let worst = if capped(&ordered) {
+        u64::MAX
+    } else {
+        n.saturating_mul(LOOKUP_COST)
+    };
+    let bounded = matches!(source, Source::Scan { .. }) || worst <= current.saturating_mul(WORST_CASE_FACTOR);
+    Ok((cost < current && bounded).then_some((ordered, sort.descending)))
+}
+
 /// What [`choose_source`] chose.
 struct Chosen {
     /// The source (a scan when no index is selective enough).
@@ -333,8 +432,8 @@ struct Chosen {
     /// When `source` reads no index: the most selective index scan
     /// (capped or not).
     most_selective: Option<Source>,
-    /// When `source` reads no index: a range of `_id`s (capped or not),
-    /// which never reads more than the scan, in the same order.
+    /// A range of `_id`s (capped or not) that is not `source`: it never
+    /// reads more than the scan, in the same order.
     id_range: Option<Source>,
 }
 
@@ -407,14 +506,10 @@ fn choose_source(
             .map(|(i, _)| i);
         best.map(|i| candidates.swap_remove(i))
     };
-    let id_range = if source.uses_index() {
-        None
-    } else {
-        candidates
-            .iter()
-            .position(is_id_range)
-            .map(|i| candidates.swap_remove(i))
-    };
+    let id_range = candidates
+        .iter()
+        .position(is_id_range)
+        .map(|i| candidates.swap_remove(i));
     Ok(Chosen {
         source,
         most_selective,

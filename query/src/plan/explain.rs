@@ -81,10 +81,13 @@ impl Plan {
         let mut node = doc! { "node": "ReadRecord", "mode": mode, "input": source_doc(&self.source) };
         if self.key_order {
             // The sort asked for is the order the keys are read in.
-            let order = if self.reverse {
-                "_id desc (keys in reverse, no sort)"
-            } else {
-                "_id (key order, no sort)"
+            let order = match (&self.source, self.reverse) {
+                (Source::IndexScan { field, .. }, true) => {
+                    format!("{field} desc (index in reverse, no sort)")
+                }
+                (Source::IndexScan { field, .. }, false) => format!("{field} (index order, no sort)"),
+                (_, true) => "_id desc (keys in reverse, no sort)".to_owned(),
+                (_, false) => "_id (key order, no sort)".to_owned(),
             };
             node.insert("order", order);
         }

@@ -137,11 +137,13 @@ pub struct Plan {
     /// Sort fields (empty: key order of the source).
     pub sort: Vec<SortField>,
     /// Whether the find asked for a sort that the source's order already
-    /// gives (`_id` ascending first, read by a scan or an `_id` scan of one
-    /// partition): `sort` is then empty and the documents stream.
+    /// gives: `_id` first, read by a scan or an `_id` scan of one partition,
+    /// or one field, read in order by its single-valued index (an
+    /// `IndexScan` of it, read a run of equal values at a time, each run in
+    /// id order). `sort` is then empty and the documents stream.
     pub key_order: bool,
-    /// With `key_order`: the sort asked for `_id` descending, and the
-    /// source's keys are read from last to first.
+    /// With `key_order`: the sort is descending, and the source's keys (or
+    /// index entries) are read from last to first.
     pub reverse: bool,
     /// Documents to skip after sorting.
     pub skip: usize,
