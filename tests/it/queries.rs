@@ -1453,7 +1453,8 @@ fn an_id_sorted_page_reads_its_range_in_key_order() {
 fn a_limited_sort_on_a_single_valued_index_reads_it_in_order() {
     let docs: Vec<Document> = (0..3000)
         .map(|i| {
-            let mut d = doc! { "_id": i, "group": i % 7, "tags": [i % 3, i % 5] };
+            let mut d =
+                doc! { "_id": i, "group": i % 7, "third": i % 3, "seventh": i % 7, "tags": [i % 3, i % 5] };
             match i {
                 _ if i % 97 == 0 => {}
                 _ if i % 89 == 0 => {
@@ -1491,8 +1492,14 @@ fn a_limited_sort_on_a_single_valued_index_reads_it_in_order() {
     for t in backends() {
         let b = t.backend;
         let coll =
-            t.db.create_collection(CollectionConfig::new("c").index("score").index("tags"))
-                .expect("create");
+            t.db.create_collection(
+                CollectionConfig::new("c")
+                    .index("score")
+                    .index("tags")
+                    .index("third")
+                    .index("seventh"),
+            )
+            .expect("create");
         coll.insert_many(docs.clone()).expect("insert");
         for (limit, skip) in [(1, 0), (10, 0), (17, 3), (300, 0), (2500, 40)] {
             for query in queries(limit, skip) {
@@ -1523,6 +1530,41 @@ fn a_limited_sort_on_a_single_valued_index_reads_it_in_order() {
             matches!(&plan.source, Source::IndexScan { field, .. } if field == "score") && plan.reverse,
             "[{b}] {plan}"
         );
+        // Beside another index: the order when that index selects a third
+        // (at worst the whole ordered index, 3 times its read), not when it
+        // selects a seventh (at worst 7 times).
+        let plan = coll
+            .find(doc! { "third": 1 })
+            .sort("score")
+            .limit(5)
+            .explain()
+            .expect("explain");
+        assert!(plan.key_order, "[{b}] {plan}");
+        let plan = coll
+            .find(doc! { "seventh": 3 })
+            .sort("score")
+            .limit(5)
+            .explain()
+            .expect("explain");
+        assert!(
+            !plan.key_order && matches!(&plan.source, Source::IndexScan { field, .. } if field == "seventh"),
+            "[{b}] {plan}"
+        );
+        for (filter, limit) in [
+            (doc! { "third": 1 }, 5),
+            (doc! { "seventh": 3 }, 5),
+            (doc! { "third": 2 }, 700),
+        ] {
+            check_query(
+                &coll,
+                &docs,
+                &Query {
+                    limit: Some(limit),
+                    ..sorted(filter, "score", true)
+                },
+                b,
+            );
+        }
         // The null bracket first: undefined below null and missing.
         let first = coll.find(doc! {}).sort("score").limit(40).run().expect("first");
         let undefined = first

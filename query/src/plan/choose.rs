@@ -378,51 +378,64 @@ fn index_order(
         return Ok(None);
     }
     let want = (limit as u64).saturating_add(spec.skip as u64).max(1);
-    let intervals = match spec.filter.as_ref().and_then(|f| f.index_bounds(field, false)) {
-        Some(intervals) => intervals,
-        None => vec![Interval {
-            start: std::ops::Bound::Unbounded,
-            end: std::ops::Bound::Unbounded,
-        }],
-    };
-    // Counted as far as it could still win against the source.
-    let cap = read_cost(source).max(want);
-    let ordered = estimate_predicate(
-        read,
-        parts,
-        IndexPredicate {
-            field: field.to_owned(),
-            intervals,
-            multikey: false,
-        },
-        cap,
-        None,
-    )?;
-    let n = ordered.estimate().max(1);
-    let matching = match source {
-        Source::Scan { .. } => n,
-        // The source's own field: its entries are the ordered scan's.
-        Source::IndexScan { field: f, .. } if f == field => n,
-        other => other.estimate().clamp(1, n),
-    };
-    if capped(&ordered) && matching < n {
-        // More than `cap` entries, of which only some match: unknown cost.
-        return Ok(None);
-    }
-    let cost = want.saturating_mul(LOOKUP_COST).saturating_mul(n) / matching;
+    let bounds = spec.filter.as_ref().and_then(|f| f.index_bounds(field, false));
     let current = match source {
         Source::Scan { .. } => total,
         other => read_cost(other),
     };
-    // At worst every entry is read (a capped count: more than `cap`, which
-    // is at least `current`).
-    let worst = if capped(&ordered) {
-        u64::MAX
-    } else {
-        n.saturating_mul(LOOKUP_COST)
+    // Every entry may match (a scan's filter, or one on this field): the
+    // first `want` entries are about what is read, whatever the count, so
+    // it is counted only that far. Otherwise it is counted as far as its
+    // worst case (every entry read) could stay within bounds.
+    let every = match source {
+        Source::Scan { .. } => true,
+        Source::IndexScan { field: f, .. } => f == field,
+        _ => false,
     };
-    let bounded = matches!(source, Source::Scan { .. }) || worst <= current.saturating_mul(WORST_CASE_FACTOR);
-    Ok((cost < current && bounded).then_some((ordered, sort.descending)))
+    let cap = if every {
+        want
+    } else {
+        current.saturating_mul(WORST_CASE_FACTOR) / LOOKUP_COST
+    };
+    let ordered = match bounds {
+        Some(intervals) => estimate_predicate(
+            read,
+            parts,
+            IndexPredicate {
+                field: field.to_owned(),
+                intervals,
+                multikey: false,
+            },
+            cap.max(1),
+            None,
+        )?,
+        // The whole index: one entry per document (a missing field
+        // indexes as null), so no count.
+        None => Source::IndexScan {
+            field: field.to_owned(),
+            intervals: vec![Interval {
+                start: std::ops::Bound::Unbounded,
+                end: std::ops::Bound::Unbounded,
+            }],
+            estimate: total,
+            capped: false,
+            multikey: false,
+        },
+    };
+    if every {
+        // About `want` lookups, against the source's read and sort.
+        let cost = want.saturating_mul(LOOKUP_COST);
+        return Ok((cost < current).then_some((ordered, sort.descending)));
+    }
+    let n = ordered.estimate().max(1);
+    if capped(&ordered) || n.saturating_mul(LOOKUP_COST) > current.saturating_mul(WORST_CASE_FACTOR) {
+        // At worst (every entry read), more than WORST_CASE_FACTOR times
+        // the source.
+        return Ok(None);
+    }
+    let matching = source.estimate().clamp(1, n);
+    let cost = want.saturating_mul(LOOKUP_COST).saturating_mul(n) / matching;
+    Ok((cost < current).then_some((ordered, sort.descending)))
 }
 
 /// What [`choose_source`] chose.
