@@ -54,12 +54,21 @@ pub(crate) fn is_multikey(doc: &RawDocument, field: &str) -> bool {
 }
 
 /// [`is_multikey`] with the field already parsed into `path`.
+///
+/// Also marked: a document with no value there (the path runs into an
+/// array of scalars or an empty one: no index entry), and one holding
+/// `undefined` (indexed like null, sorted below it). So a field not marked
+/// has exactly one entry per document, whose value orders the document as a
+/// sort on the field does: the index can be read in a sort's order.
 pub(crate) fn is_multikey_at(doc: &RawDocument, path: &FieldPath) -> bool {
     let values = lookup_path(doc, path, LeafArrays::Whole);
-    values.len() > 1
-        || values
-            .iter()
-            .any(|v| matches!(v, PathValue::Value(bson::RawBsonRef::Array(_))))
+    values.len() != 1
+        || values.iter().any(|v| {
+            matches!(
+                v,
+                PathValue::Value(bson::RawBsonRef::Array(_) | bson::RawBsonRef::Undefined)
+            )
+        })
 }
 
 /// Checks that the collection's index and count keys agree with its documents:

@@ -400,6 +400,8 @@ fn document_fields() -> impl Strategy<Value = Document> {
         2 => vec(number_field(), 1..3).prop_map(|xs| Some(Bson::Array(xs.into_iter().map(with_x).collect()))),
         1 => Just(Some(Bson::Null)),
         1 => Just(Some(Bson::Int32(5))),
+        // `m.x` has no value here: no index entry.
+        1 => prop_oneof![Just(Vec::new()), vec(scalar(), 1..3)].prop_map(|v| Some(Bson::Array(v))),
         2 => Just(None),
     ];
     (status, number_field(), tags, m).prop_map(|(status, n, tags, m)| {
@@ -1460,8 +1462,9 @@ fn a_limited_sort_on_a_single_valued_index_reads_it_in_order() {
                 _ if i % 89 == 0 => {
                     d.insert("score", Bson::Null);
                 }
-                _ if i % 83 == 0 => {
-                    d.insert("score", Bson::Undefined);
+                // A run of equal values longer than any batch.
+                _ if i % 5 == 1 => {
+                    d.insert("score", 250);
                 }
                 _ if i % 2 == 0 => {
                     d.insert("score", (i * 7) % 500);
@@ -1565,18 +1568,40 @@ fn a_limited_sort_on_a_single_valued_index_reads_it_in_order() {
                 b,
             );
         }
-        // The null bracket first: undefined below null and missing.
-        let first = coll.find(doc! {}).sort("score").limit(40).run().expect("first");
-        let undefined = first
-            .iter()
-            .take_while(|d| d.get("score") == Some(&Bson::Undefined))
-            .count();
-        assert_eq!(
-            undefined,
-            (0..3000)
-                .filter(|i| i % 97 != 0 && i % 89 != 0 && i % 83 == 0)
-                .count(),
-            "[{b}]"
+        // An undefined value (indexed like null, sorted below it) marks the
+        // index multikey: sorted, undefined first.
+        let mut more = docs.clone();
+        more.push(doc! { "_id": 5000, "score": Bson::Undefined, "m": [] });
+        coll.insert_one(more[more.len() - 1].clone()).expect("insert");
+        let find = || coll.find(doc! {}).sort("score").limit(3);
+        assert!(!find().explain().expect("explain").key_order, "[{b}]");
+        assert_eq!(ids(&find().run().expect("run"))[0], 5000, "[{b}]");
+        check_query(
+            &coll,
+            &more,
+            &Query {
+                limit: Some(40),
+                ..sorted(doc! {}, "score", false)
+            },
+            b,
+        );
+        // A path that runs into an empty array: no entry, so multikey too.
+        coll.create_index("m.x").expect("index");
+        let plan = coll
+            .find(doc! {})
+            .sort("m.x")
+            .limit(3)
+            .explain()
+            .expect("explain");
+        assert!(!plan.key_order, "[{b}] {plan}");
+        check_query(
+            &coll,
+            &more,
+            &Query {
+                limit: Some(3),
+                ..sorted(doc! {}, "m.x", false)
+            },
+            b,
         );
         // A multikey index, or several sort fields: sorted.
         for find in [

@@ -91,13 +91,16 @@ enum State {
         ranges: VecDeque<KeySpan>,
         rest: VecDeque<(usize, KeySpan)>,
     },
-    /// Reading a single-valued index in order for a sort on its field (one
-    /// partition): the `iv`th interval in the direction read (from the last
-    /// in reverse), from just past index key `bound` (after it; in reverse,
-    /// below it), a run of equal values at a time.
+    /// Reading a single-valued index in reverse for a descending sort on
+    /// its field (one partition; ascending, the index streams as `Index`):
+    /// the `iv`th interval from the last, below index key `bound`, a run of
+    /// equal values at a time, each run in id order (the sort's ties).
+    /// `value`: a run longer than a batch, read forward after index key
+    /// `after` (the entries of that value only), before going on below it.
     Ordered {
         iv: usize,
         bound: Option<Vec<u8>>,
+        value: Option<(Vec<u8>, Option<Vec<u8>>)>,
     },
     /// Reading ranges of document keys in order (a scan: every partition
     /// whole; an `_id` scan: its ranges), each `(partition, (from, to))`,
@@ -875,8 +878,15 @@ impl<'t, T> Cursor<'t, T> {
             State::Done
         } else if !cursor.plan.sort.is_empty() {
             cursor.sorted()?
-        } else if cursor.plan.key_order && matches!(cursor.plan.source, Source::IndexScan { .. }) {
-            State::Ordered { iv: 0, bound: None }
+        } else if cursor.plan.key_order
+            && cursor.plan.reverse
+            && matches!(cursor.plan.source, Source::IndexScan { .. })
+        {
+            State::Ordered {
+                iv: 0,
+                bound: None,
+                value: None,
+            }
         } else if let Source::IndexScan {
             intervals, multikey, ..
         } = &cursor.plan.source
@@ -1374,8 +1384,8 @@ impl<'t, T> Cursor<'t, T> {
                         self.state = State::Spans { spans };
                     }
                 }
-                State::Ordered { iv, bound } => {
-                    self.state = self.ordered(iv, bound)?;
+                State::Ordered { iv, bound, value } => {
+                    self.state = self.ordered(iv, bound, value)?;
                 }
                 State::Keys { keys, pos } => {
                     let end = (pos + self.batch_len()).min(keys.len());
@@ -1390,136 +1400,97 @@ impl<'t, T> Cursor<'t, T> {
     }
 
     /// One step of [`State::Ordered`]: reads a batch of the interval's
-    /// entries and takes the documents of its runs of equal values, each in
-    /// id order (reversed when read in reverse), as the sort orders ties. A
-    /// full batch's last run may go on past it: it is read next time,
-    /// from its start, unless it is the whole batch, when that value's
-    /// entries are read whole. So is the null bracket's run (missing, null
-    /// and undefined values index alike, while the sort puts undefined below
-    /// null): its documents are ordered by their sort keys. Returns the next
-    /// state.
-    fn ordered(&mut self, iv: usize, bound: Option<Vec<u8>>) -> Result<State> {
-        let reverse = self.plan.reverse;
+    /// entries below `bound`, descending, and takes the documents of its
+    /// runs of equal values, each run in id order. A full batch's last run
+    /// may go on past it: it is read next time, from its start; when it is
+    /// the whole batch, that value's entries are read forward a batch at a
+    /// time (`value`). Returns the next state.
+    fn ordered(
+        &mut self,
+        iv: usize,
+        bound: Option<Vec<u8>>,
+        value: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> Result<State> {
         let Source::IndexScan { field, intervals, .. } = &self.plan.source else {
             return Ok(State::Done);
         };
         let (Some(part), Some(interval)) = (
             self.parts.first().cloned(),
-            intervals.get(if reverse {
-                intervals.len().wrapping_sub(iv + 1)
-            } else {
-                iv
-            }),
+            intervals.len().checked_sub(iv + 1).and_then(|i| intervals.get(i)),
         ) else {
             return Ok(State::Done);
         };
         let field = field.clone();
-        let (lo, hi) = crate::plan::interval_range(interval);
         let want = self.batch_len().max(2);
         let read = self.read.clone();
-        let entries = if reverse {
-            read.index_entries_before(&part, &field, lo, hi, bound.as_deref(), want)?
-        } else {
-            read.index_entries_after(&part, &field, lo, hi, bound.as_deref(), want)?
-        };
+        if let Some((v, after)) = value {
+            // One value's entries, forward: ids ascending.
+            let run = read.index_entries_after(
+                &part,
+                &field,
+                Some((&v, true)),
+                Some((&v, true)),
+                after.as_deref(),
+                want,
+            )?;
+            let docs: Vec<Vec<u8>> = run.iter().map(|e| e.1.clone()).collect();
+            self.stats.keys += docs.len() as u64;
+            self.read_keys(&docs)?;
+            return Ok(match run.last() {
+                Some(last) if run.len() == want => State::Ordered {
+                    iv,
+                    bound,
+                    value: Some((v, Some(last.0.clone()))),
+                },
+                // Done with the value: on below its least key.
+                _ => State::Ordered {
+                    iv,
+                    bound: Some(keys::index_value_prefix(part.as_bytes(), &field, &v)),
+                    value: None,
+                },
+            });
+        }
+        let (lo, hi) = crate::plan::interval_range(interval);
+        let entries = read.index_entries_before(&part, &field, lo, hi, bound.as_deref(), want)?;
         let full = entries.len() == want;
         let value_at = keys::index_prefix(part.as_bytes(), &field).len();
         let id_at = keys::doc_prefix(part.as_bytes()).len();
         // An entry's encoded value: its index key without the prefix and the id.
-        let value = |(key, doc): &(Vec<u8>, Vec<u8>)| -> Vec<u8> {
+        let value_of = |(key, doc): &(Vec<u8>, Vec<u8>)| -> Vec<u8> {
             key[value_at..key.len() - (doc.len() - id_at)].to_vec()
         };
-        let mut null = Vec::new();
-        slate_core::value::encode_value(bson::RawBsonRef::Null, &mut null);
         let mut docs: Vec<Vec<u8>> = Vec::new();
-        let mut whole = None;
-        // `None`: the interval was read to its end.
-        let mut next = None;
+        let mut next = State::Ordered {
+            iv: iv + 1,
+            bound: None,
+            value: None,
+        };
         let mut i = 0;
         while i < entries.len() {
-            let v = value(&entries[i]);
-            let j = i + entries[i..].iter().take_while(|e| value(e) == v).count();
-            let last_run = j == entries.len() && full;
-            if v == null || (last_run && i == 0) {
-                whole = Some(v);
+            let v = value_of(&entries[i]);
+            let j = i + entries[i..].iter().take_while(|e| value_of(e) == v).count();
+            if j == entries.len() && full {
+                next = if i == 0 {
+                    State::Ordered {
+                        iv,
+                        bound,
+                        value: Some((v, None)),
+                    }
+                } else {
+                    State::Ordered {
+                        iv,
+                        bound: Some(entries[i - 1].0.clone()),
+                        value: None,
+                    }
+                };
                 break;
             }
-            if last_run {
-                next = Some(entries[i - 1].0.clone());
-                break;
-            }
-            let run = entries[i..j].iter().map(|e| e.1.clone());
-            if reverse {
-                docs.extend(run.rev());
-            } else {
-                docs.extend(run);
-            }
+            docs.extend(entries[i..j].iter().rev().map(|e| e.1.clone()));
             i = j;
         }
         self.stats.keys += docs.len() as u64;
         self.read_keys(&docs)?;
-        let Some(v) = whole else {
-            return Ok(match next {
-                Some(bound) => State::Ordered {
-                    iv,
-                    bound: Some(bound),
-                },
-                None => State::Ordered {
-                    iv: iv + 1,
-                    bound: None,
-                },
-            });
-        };
-        // One value's entries, whole, in id order.
-        let group = read.index_entries_after(
-            &part,
-            &field,
-            Some((&v, true)),
-            Some((&v, true)),
-            None,
-            usize::MAX,
-        )?;
-        self.stats.keys += group.len() as u64;
-        let past = if reverse { group.first() } else { group.last() }.map(|e| e.0.clone());
-        let refs: Vec<&[u8]> = group.iter().map(|e| e.1.as_slice()).collect();
-        let mut found: Vec<RawDoc<'_>> = read.get_keys(&refs)?.into_iter().flatten().collect();
-        if v == null {
-            // Undefined sorts below null and missing; ties stay in id order.
-            let path =
-                slate_core::value::FieldPath::parse(&field).map_err(|e| crate::Error::InvalidQuery {
-                    reason: e.to_string(),
-                })?;
-            let sort = super::sort::SortField {
-                path,
-                descending: reverse,
-            };
-            let mut undefined = Vec::with_capacity(found.len());
-            for doc in &found {
-                undefined.push(matches!(
-                    sort_key_ref(doc.raw()?, &sort),
-                    bson::RawBsonRef::Undefined
-                ));
-            }
-            let mut flags = undefined.into_iter();
-            let (low, high): (Vec<_>, Vec<_>) =
-                found.into_iter().partition(|_| flags.next().unwrap_or(false));
-            found = if reverse {
-                high.into_iter().chain(low).collect()
-            } else {
-                low.into_iter().chain(high).collect()
-            };
-        }
-        self.take(&found, true)?;
-        Ok(match past {
-            Some(bound) => State::Ordered {
-                iv,
-                bound: Some(bound),
-            },
-            None => State::Ordered {
-                iv: iv + 1,
-                bound: None,
-            },
-        })
+        Ok(next)
     }
 
     /// Counts the matching documents without materialising any (skip and

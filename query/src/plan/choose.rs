@@ -306,7 +306,7 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
                     if id_sorted
                         && matches!(source, Source::IndexScan { .. } | Source::IndexMerge { .. })
                         && want.saturating_mul(total) / source.estimate().max(1) < read_cost(&source)
-                        && range.as_ref().map_or(total, read_cost)
+                        && range.as_ref().filter(|r| !capped(r)).map_or(total, read_cost)
                             <= read_cost(&source).saturating_mul(WORST_CASE_FACTOR) =>
                 {
                     range.unwrap_or(Source::Scan { estimate: total })
@@ -354,13 +354,16 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
 /// array or several values there) and limited, on one partition: that
 /// index's scan in order (in reverse when descending), over the filter's
 /// intervals on the field or its whole range, when it would find the first
-/// `limit + skip` matches for less than `source` costs to read (and sort).
-/// The index's entries are in value order, equal values in id order, as
-/// the sort breaks ties; the cursor reads them a run of equal values at a
-/// time. Streamed, it reads about want * n / m entries (n in its range, m
-/// of them matching): m is taken as `source`'s estimate when `source`
-/// narrows the filter, else as every one of the n (the filter's selectivity
-/// unknown: at worst the whole index is read, a few times a scan's cost).
+/// `limit + skip` matches for less than `source` costs to read (and sort),
+/// and at worst (every entry read) costs at most WORST_CASE_FACTOR times
+/// that. A field not marked multikey has exactly one entry per document,
+/// whose value orders it as the sort does (see `is_multikey_at` in core),
+/// equal values in id order, as the sort breaks ties. Streamed, the index
+/// finds the first `want` matches after about want * total / m entries (m
+/// matching, spread independently of the field) where `source` narrows
+/// the filter; on a scan's filter (selectivity unknown) or one on this
+/// field, after about `want` (at worst the whole index, a few times a
+/// scan's cost).
 fn index_order(
     read: &CollectionRead<'_>,
     parts: &[Part],
@@ -433,8 +436,12 @@ fn index_order(
         // the source.
         return Ok(None);
     }
-    let matching = source.estimate().clamp(1, n);
-    let cost = want.saturating_mul(LOOKUP_COST).saturating_mul(n) / matching;
+    // The source's m matches spread over all documents independently of
+    // the sort field: one entry in total / m matches, so the first `want`
+    // come after about want * total / m entries (all n at most).
+    let m = source.estimate().max(1);
+    let entries = (want.saturating_mul(total) / m).min(n);
+    let cost = entries.saturating_mul(LOOKUP_COST);
     Ok((cost < current).then_some((ordered, sort.descending)))
 }
 
