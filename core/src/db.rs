@@ -338,6 +338,7 @@ impl Database {
             bson::to_vec(&config.to_document()).map_err(|e| Error::Corrupt { what: e.to_string() })?;
         txn.put(CATALOG_CF, config.name.as_bytes(), bytes)?;
         txn.put(&cf, crate::keys::exact_ids_key(), Vec::new())?;
+        txn.put(&cf, crate::keys::multikey_rule_key(), Vec::new())?;
         self.shared.catalog.commit(true, || {
             txn.commit_with(|version| {
                 let set = Arc::new(VectorSet::new(&config, version));

@@ -95,9 +95,9 @@ pub fn check_integrity(snap: &dyn Snapshot, config: &CollectionConfig) -> Result
     let mut stored_counts = std::collections::BTreeMap::new();
     for (key, value) in &all {
         if key.starts_with(b"m:") {
-            let exact_ids = keys::exact_ids_key();
+            let collection_marker = *key == keys::exact_ids_key() || *key == keys::multikey_rule_key();
             let marked = config.indexes.iter().any(|f| keys::multikey_key(f) == *key);
-            if *key != exact_ids && !marked {
+            if !collection_marker && !marked {
                 problems.push(format!("marker of no index {}", crate::KeyDisplay(key)));
             }
             continue;

@@ -54,7 +54,10 @@ pub fn count_key(part: &[u8]) -> Vec<u8> {
     k
 }
 
-/// The key marking index `field` multikey (some document holds an array there).
+/// The key marking index `field` multikey: some document holds an array
+/// there, several values, no value (the path runs into an array of scalars
+/// or an empty one) or `undefined` (the last two since
+/// [`multikey_rule_key`]).
 pub fn multikey_key(field: &str) -> Vec<u8> {
     let mut k = b"m:".to_vec();
     k.extend_from_slice(field.as_bytes());
@@ -69,6 +72,17 @@ pub fn multikey_key(field: &str) -> Vec<u8> {
 /// key.
 pub fn exact_ids_key() -> Vec<u8> {
     b"m:\0exact _id".to_vec()
+}
+
+/// The key marking a collection whose multikey markers ([`multikey_key`])
+/// have followed the current rule since it was created: an index without
+/// one then holds exactly one entry per document, ordered as a sort on the
+/// field orders the documents, and can be read in a sort's order. Put when
+/// the collection is created, never deleted; a collection created before
+/// this key existed never has it (its markers may miss documents with no
+/// value or `undefined`), so its sorts always sort.
+pub fn multikey_rule_key() -> Vec<u8> {
+    b"m:\0multikey rule 2".to_vec()
 }
 
 /// The prefix of every entry of index `field` in partition `part`.

@@ -535,9 +535,7 @@ impl<'t> CollectionRead<'t> {
         from: Option<&[u8]>,
         to: Option<&[u8]>,
     ) -> Result<impl Iterator<Item = Result<RawDoc<'_>>> + '_> {
-        let range = doc_range(part, from, to);
-        let iter = self.snap.range(&self.cf, &range, Direction::Forward)?;
-        Ok(iter.map(|e| e.map(|(key, bytes)| RawDoc { key, bytes })))
+        self.scan_dir(part, from, to, Direction::Forward)
     }
 
     /// [`scan_between`](Self::scan_between)'s documents in reverse: from the
@@ -548,8 +546,18 @@ impl<'t> CollectionRead<'t> {
         from: Option<&[u8]>,
         to: Option<&[u8]>,
     ) -> Result<impl Iterator<Item = Result<RawDoc<'_>>> + '_> {
+        self.scan_dir(part, from, to, Direction::Reverse)
+    }
+
+    fn scan_dir(
+        &self,
+        part: &Part,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        dir: Direction,
+    ) -> Result<impl Iterator<Item = Result<RawDoc<'_>>> + '_> {
         let range = doc_range(part, from, to);
-        let iter = self.snap.range(&self.cf, &range, Direction::Reverse)?;
+        let iter = self.snap.range(&self.cf, &range, dir)?;
         Ok(iter.map(|e| e.map(|(key, bytes)| RawDoc { key, bytes })))
     }
 
@@ -794,8 +802,17 @@ impl<'t> CollectionRead<'t> {
         }
     }
 
+    /// Whether index `field` can be read in the order of a sort on the field:
+    /// not multikey, in a collection whose multikey markers follow the current
+    /// rule ([`keys::multikey_rule_key`]): then it holds exactly one entry per
+    /// document, ordered as the sort orders the documents.
+    pub fn is_sort_ordered(&self, field: &str) -> Result<bool> {
+        Ok(!self.is_multikey(field)? && self.snap.get(&self.cf, &keys::multikey_rule_key())?.is_some())
+    }
+
     /// Whether some document ever held an array at indexed `field` (so the
-    /// index may hold several entries per document).
+    /// index may hold several entries per document), or several values, or
+    /// none, or `undefined` ([`keys::multikey_key`]).
     pub fn is_multikey(&self, field: &str) -> Result<bool> {
         Ok(self.snap.get(&self.cf, &keys::multikey_key(field))?.is_some())
     }

@@ -220,7 +220,8 @@ struct Prepared {
     /// Sorted, each once.
     index_keys: Vec<Vec<u8>>,
     vectors: Vec<(String, Vec<f32>)>,
-    /// Indexed fields at which this document holds an array.
+    /// Indexed fields this document marks multikey (an array, several
+    /// values, none, `undefined`: `index::is_multikey_at`).
     multikey: Vec<String>,
 }
 
@@ -367,8 +368,9 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Stages the collection markers that documents of `config` call for:
-    /// an `int32` id deletes the exact-ids marker, an array at an indexed
-    /// field sets that field's `multikey` marker (each field named once).
+    /// an `int32` id deletes the exact-ids marker, an array (or what else
+    /// `index::is_multikey_at` names) at an indexed field sets that field's
+    /// `multikey` marker (each field named once).
     /// Every read comes before the first change, so a failed read (a disk
     /// error) stages nothing.
     fn mark<'f>(

@@ -30,6 +30,18 @@ fn partitioned(t: &TestDb) -> Collection {
     coll
 }
 
+/// Each document's tenant and `_id`, in order.
+fn tenant_ids(docs: &[Document]) -> Vec<(&str, i32)> {
+    docs.iter()
+        .map(|d| {
+            (
+                d.get_str("tenant").expect("tenant"),
+                d.get_i32("_id").expect("id"),
+            )
+        })
+        .collect()
+}
+
 fn assert_invalid_partition<T: std::fmt::Debug>(out: slate::Result<T>, mentions: &str, backend: &str) {
     match out {
         Err(e @ Error::Core(CoreError::InvalidPartition { .. })) => {
@@ -84,33 +96,15 @@ fn a_partition_sees_only_its_documents() {
         );
         let two = coll.partitions(vec![Bson::from("acme"), Bson::from("initech")]);
         let got = two.find(doc! { "_id": { "$in": [5, 6] } }).run().expect("find");
-        let tenants: Vec<(&str, i32)> = got
-            .iter()
-            .map(|d| {
-                (
-                    d.get_str("tenant").expect("tenant"),
-                    d.get_i32("_id").expect("id"),
-                )
-            })
-            .collect();
         assert_eq!(
-            tenants,
+            tenant_ids(&got),
             [("acme", 5), ("acme", 6), ("initech", 5), ("initech", 6)],
             "[{b}]"
         );
         let got = two.find(doc! { "_id": { "$gte": 298 } }).run().expect("range");
-        let got: Vec<(&str, i32)> = got
-            .iter()
-            .map(|d| {
-                (
-                    d.get_str("tenant").expect("tenant"),
-                    d.get_i32("_id").expect("id"),
-                )
-            })
-            .collect();
         // Partition by partition, each in `_id` order.
         assert_eq!(
-            got,
+            tenant_ids(&got),
             [("acme", 298), ("acme", 299), ("initech", 298), ("initech", 299)],
             "[{b}]"
         );
@@ -137,19 +131,9 @@ fn a_partition_sees_only_its_documents() {
         for (tenant, partition) in [("acme", &acme), ("initech", &coll.partition("initech"))] {
             let last = partition.find(doc! {}).sort("_id:desc").limit(3);
             assert!(last.clone().explain().expect("explain").reverse, "[{b}]");
-            let got: Vec<(String, i32)> = last
-                .run()
-                .expect("last")
-                .iter()
-                .map(|d| {
-                    (
-                        d.get_str("tenant").expect("tenant").to_owned(),
-                        d.get_i32("_id").expect("id"),
-                    )
-                })
-                .collect();
-            let want: Vec<(String, i32)> = (297..300).rev().map(|i| (tenant.to_owned(), i)).collect();
-            assert_eq!(got, want, "[{b}]");
+            let got = last.run().expect("last");
+            let want: Vec<(&str, i32)> = (297..300).rev().map(|i| (tenant, i)).collect();
+            assert_eq!(tenant_ids(&got), want, "[{b}]");
         }
         assert_eq!(
             two.delete_many(doc! { "_id": { "$gte": 299 } }).expect("delete"),

@@ -1615,6 +1615,39 @@ fn a_limited_sort_on_a_single_valued_index_reads_it_in_order() {
     }
 }
 
+/// A collection created before its multikey markers followed the current
+/// rule (no `m:\0multikey rule 2` key) may hold documents with no value or
+/// `undefined` at an unmarked index: its sorts sort.
+#[test]
+fn a_collection_from_before_the_multikey_rule_sorts_its_sorts() {
+    use slate::core::store::{Batch, Op};
+    for t in backends() {
+        let b = t.backend;
+        let coll =
+            t.db.create_collection(CollectionConfig::new("old").index("score"))
+                .expect("create");
+        coll.insert_many((0..100).map(|i| doc! { "_id": i, "score": 100 - i }))
+            .expect("insert");
+        let find = || coll.find(doc! {}).sort("score").limit(3);
+        assert!(find().explain().expect("explain").key_order, "[{b}]");
+        let batch = Batch {
+            ops: vec![(
+                "c.old".to_string(),
+                vec![Op::Delete {
+                    key: slate::core::keys::multikey_rule_key(),
+                }],
+            )],
+        };
+        t.db.database()
+            .store()
+            .apply(batch, &mut |_| {})
+            .expect("age the collection");
+        let plan = find().explain().expect("explain");
+        assert!(!plan.key_order && plan.sort.len() == 1, "[{b}] {plan}");
+        assert_eq!(ids(&find().run().expect("run")), [99, 98, 97], "[{b}]");
+    }
+}
+
 #[test]
 fn explain_uses_an_index_only_when_selective() {
     for t in backends() {

@@ -377,7 +377,7 @@ fn index_order(
     let field = sort.path.as_str();
     // A position (`a.0`) reads differently from how the index stores it.
     let positional = field.split('.').any(|c| c.bytes().all(|b| b.is_ascii_digit()));
-    if positional || !read.config().indexes.iter().any(|f| f == field) || read.is_multikey(field)? {
+    if positional || !read.config().indexes.iter().any(|f| f == field) || !read.is_sort_ordered(field)? {
         return Ok(None);
     }
     let want = (limit as u64).saturating_add(spec.skip as u64).max(1);
