@@ -1213,6 +1213,27 @@ fn id_filters_read_documents_by_key() {
             [3, 5, 1999],
             "[{b}]"
         );
+        // Values and ranges of `_id` alone: the keys are the matches, not checked again.
+        for exact in [
+            doc! { "_id": { "$in": [3, 5] } },
+            doc! { "_id": { "$gt": 10, "$lte": 20.5 } },
+        ] {
+            let plan = coll.find(exact).explain().expect("explain");
+            assert!(plan.filter.is_none(), "[{b}] {plan}");
+            assert!(plan.to_string().contains("checked=no"), "[{b}] {plan}");
+        }
+        assert_eq!(
+            found(doc! { "_id": { "$gt": 10, "$lte": 20.5 } }),
+            (11..=20).collect::<Vec<_>>(),
+            "[{b}]"
+        );
+        for checked in [
+            doc! { "_id": 3, "status": "s3" },
+            doc! { "_id": { "$in": [3, [3]] } },
+        ] {
+            let plan = coll.find(checked).explain().expect("explain");
+            assert!(plan.filter.is_some(), "[{b}] {plan}");
+        }
         // A point on `_id` beats a selective index; the rest of the filter is checked.
         assert!(
             matches!(explain(doc! { "_id": 7, "status": "s7" }), Source::IdScan { .. }),

@@ -335,10 +335,17 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
             reverse = descending;
         }
     }
+    // An `_id` scan of a filter only on `_id`, of values and ranges that
+    // its keys answer exactly: the documents read are the matches, and
+    // are not checked again.
+    let filter = match (&source, &spec.filter) {
+        (Source::IdScan { .. }, Some(f)) if f.is_exact_on(ID) => None,
+        _ => spec.filter.clone(),
+    };
     Ok(Plan {
         collection: read.config().name.clone(),
         source,
-        filter: spec.filter.clone(),
+        filter,
         sort: if key_order { Vec::new() } else { spec.sort.clone() },
         key_order,
         reverse,

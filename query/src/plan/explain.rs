@@ -94,6 +94,9 @@ impl Plan {
         if let Some(f) = &self.filter {
             let text = self.filter_text.clone().unwrap_or_else(|| format!("{f:?}"));
             node = doc! { "node": "Filter", "filter": text, "input": node };
+        } else if let Some(text) = &self.filter_text {
+            // Answered by the source's keys: nothing to check.
+            node = doc! { "node": "Filter", "filter": text, "checked": "no: the keys are the matches", "input": node };
         }
         if !self.sort.is_empty() {
             let bound = self.limit.map(|l| as_i64(l.saturating_add(self.skip)));

@@ -132,7 +132,8 @@ pub struct Plan {
     pub collection: String,
     /// The ID tier.
     pub source: Source,
-    /// Re-checked on every document read (`None`: matches all).
+    /// Re-checked on every document read (`None`: matches all, or the
+    /// source's keys are exactly the matches).
     pub filter: Option<Filter>,
     /// Sort fields (empty: key order of the source).
     pub sort: Vec<SortField>,
