@@ -1189,7 +1189,7 @@ fn search_within(
     }
     let capped = tag_estimate.is_none() && matches!(source, Some(Source::IndexScan { capped: true, .. }));
     let indexed = source.as_ref().is_some_and(Source::uses_index);
-    // An index that answers the filter exactly: its keys are the matches, and
+    // An index (or the document keys) that answers the filter exactly: its keys are the matches, and
     // gather and bitmap need not read any document to check them. Not inside
     // a write transaction: the rows and their tags are the last commit's, the
     // documents the transaction's, which may no longer match.
@@ -1202,6 +1202,8 @@ fn search_within(
                 ..
             }),
         ) if !checker.in_txn => filter.is_exact_on(field),
+        // Values and ranges of `_id` alone: the keys are the matches.
+        (Some(filter), Some(Source::IdScan { .. })) if !checker.in_txn => filter.is_exact_on("_id"),
         _ => false,
     };
     // A filter no index narrows: its matching rows, exactly, if a search at

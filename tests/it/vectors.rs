@@ -244,6 +244,11 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
             doc! { "_id": { "$in": [3, 13, 17, 1500, 1999, 5000] } },
         ),
         ("ids, 1% range", doc! { "_id": { "$gte": 100, "$lt": 120 } }),
+        // Points beside another condition: the keys are not the matches.
+        (
+            "ids beside a condition",
+            doc! { "_id": { "$in": (0..60).collect::<Vec<i64>>() }, "meta.score": { "$lt": 300 } },
+        ),
         (
             "ids, range beside an index",
             doc! { "_id": { "$lt": 1000 }, "tier": 3 },
@@ -618,6 +623,54 @@ enum VecOp {
     SetVector(i64, [i8; 3]),
     SetGroup(i64, i64),
     Delete(i64),
+}
+
+/// A search among given ids (`{_id: {$in: [...]}}`: the keys are exactly
+/// the matches, no document is read to check them) follows deletes and
+/// vector changes, on both backends and with every strategy.
+#[test]
+fn a_search_among_given_ids_follows_writes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dbs = [
+        Db::memory(),
+        Db::builder(dir.path()).sync(false).open().expect("rocks"),
+    ];
+    for db in &dbs {
+        let coll = db
+            .create_collection(CollectionConfig::new("ids").vector("v", 2, Metric::L2))
+            .expect("create");
+        coll.insert_many((0..500i64).map(|i| doc! { "_id": i, "v": [i as f64, 0.0] }))
+            .expect("insert");
+        let among = doc! { "_id": { "$in": [10, 20, 30, 40, 9_999] } };
+        let search = |strategy| -> Vec<(i64, f32)> {
+            coll.search("v", &[0.0, 0.0])
+                .k(3)
+                .filter(among.clone())
+                .strategy(strategy)
+                .run()
+                .expect("search")
+                .iter()
+                .map(|h| (h.id.as_i64().expect("id"), h.distance))
+                .collect()
+        };
+        for strategy in [Strategy::Auto, Strategy::Gather, Strategy::Scan, Strategy::Bitmap] {
+            assert_eq!(
+                search(strategy),
+                [(10, 100.0), (20, 400.0), (30, 900.0)],
+                "{strategy}"
+            );
+        }
+        coll.delete_one(doc! { "_id": 10 }).expect("delete");
+        coll.update_one(doc! { "_id": 40 }, doc! { "$set": { "v": [1.0, 0.0] } }, false)
+            .expect("update");
+        for strategy in [Strategy::Auto, Strategy::Gather, Strategy::Scan, Strategy::Bitmap] {
+            assert_eq!(
+                search(strategy),
+                [(40, 1.0), (20, 400.0), (30, 900.0)],
+                "{strategy}"
+            );
+        }
+    }
 }
 
 fn vec_ops() -> impl proptest::strategy::Strategy<Value = Vec<VecOp>> {
