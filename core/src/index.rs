@@ -71,6 +71,17 @@ pub(crate) fn is_multikey_at(doc: &RawDocument, path: &FieldPath) -> bool {
         })
 }
 
+/// The rule [`is_multikey_at`] followed before [`keys::multikey_rule_key`]:
+/// an array, or several values. What a collection without that key's
+/// markers promise.
+fn was_multikey_at(doc: &RawDocument, path: &FieldPath) -> bool {
+    let values = lookup_path(doc, path, LeafArrays::Whole);
+    values.len() > 1
+        || values
+            .iter()
+            .any(|v| matches!(v, PathValue::Value(bson::RawBsonRef::Array(_))))
+}
+
 /// Checks that the collection's index and count keys agree with its documents:
 /// every document has exactly its index entries, every entry points at a
 /// document that has it, each partition's count is its number of documents,
@@ -87,6 +98,16 @@ pub fn check_integrity(snap: &dyn Snapshot, config: &CollectionConfig) -> Result
         .iter()
         .map(|field| index_path(field))
         .collect::<Result<Vec<_>>>()?;
+    // The markers a collection created before the current rule has promise
+    // only what the older rule marked.
+    let current_rule = all
+        .binary_search_by(|(k, _)| k.as_slice().cmp(&keys::multikey_rule_key()))
+        .is_ok();
+    let marks = if current_rule {
+        is_multikey_at
+    } else {
+        was_multikey_at
+    };
     let mut multikey = BTreeSet::new();
     let mut expected_index = BTreeSet::new();
     let mut counts: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
@@ -106,7 +127,7 @@ pub fn check_integrity(snap: &dyn Snapshot, config: &CollectionConfig) -> Result
             let doc = RawDocument::from_bytes(value).map_err(|e| Error::Corrupt { what: e.to_string() })?;
             for (field, path) in config.indexes.iter().zip(&paths) {
                 expected_index.extend(entries(part, field, id, doc)?);
-                if is_multikey_at(doc, path) {
+                if marks(doc, path) {
                     multikey.insert(field);
                 }
             }
@@ -153,7 +174,9 @@ pub fn check_integrity(snap: &dyn Snapshot, config: &CollectionConfig) -> Result
     for field in multikey {
         let marker = keys::multikey_key(field);
         if all.binary_search_by(|(k, _)| k.as_slice().cmp(&marker)).is_err() {
-            problems.push(format!("index {field:?} holds arrays but is not marked multikey"));
+            problems.push(format!(
+                "index {field:?} holds arrays, several values, none or undefined but is not marked multikey"
+            ));
         }
     }
     for missing in expected_index.difference(&actual_index) {

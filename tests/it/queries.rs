@@ -1666,6 +1666,39 @@ fn a_collection_from_before_the_multikey_rule_sorts_its_sorts() {
         let plan = find().explain().expect("explain");
         assert!(!plan.key_order && plan.sort.len() == 1, "[{b}] {plan}");
         assert_eq!(ids(&find().run().expect("run")), [99, 98, 97], "[{b}]");
+
+        // Such a collection's markers promise only the older rule: an
+        // undefined value unmarked is sound there, and a problem where the
+        // current rule holds.
+        coll.insert_one(doc! { "_id": 500, "score": Bson::Undefined })
+            .expect("insert");
+        let unmark = |key: Vec<u8>| Batch {
+            ops: vec![("c.old".to_string(), vec![Op::Delete { key }])],
+        };
+        t.db.database()
+            .store()
+            .apply(unmark(slate::core::keys::multikey_key("score")), &mut |_| {})
+            .expect("unmark");
+        let problems = |db: &slate::Db| {
+            let read = db.database().read();
+            let config = read.config("old").expect("config");
+            slate::core::check_integrity(read.snapshot(), &config).expect("integrity check")
+        };
+        assert!(problems(&t.db).is_empty(), "[{b}] {:?}", problems(&t.db));
+        let mark_rule = Batch {
+            ops: vec![(
+                "c.old".to_string(),
+                vec![Op::Put {
+                    key: slate::core::keys::multikey_rule_key(),
+                    value: std::sync::Arc::from(&b""[..]),
+                }],
+            )],
+        };
+        t.db.database()
+            .store()
+            .apply(mark_rule, &mut |_| {})
+            .expect("rule");
+        assert_eq!(problems(&t.db).len(), 1, "[{b}] {:?}", problems(&t.db));
     }
 }
 
