@@ -538,18 +538,10 @@ impl<'t> CollectionRead<'t> {
         self.scan_dir(part, from, to, Direction::Forward)
     }
 
-    /// [`scan_between`](Self::scan_between)'s documents in reverse: from the
-    /// last key before `to` down to `from`, in descending id order.
-    pub fn scan_between_rev(
-        &self,
-        part: &Part,
-        from: Option<&[u8]>,
-        to: Option<&[u8]>,
-    ) -> Result<impl Iterator<Item = Result<RawDoc<'_>>> + '_> {
-        self.scan_dir(part, from, to, Direction::Reverse)
-    }
-
-    fn scan_dir(
+    /// [`scan_between`](Self::scan_between)'s documents in direction `dir`:
+    /// in reverse, from the last key before `to` down to `from`, in
+    /// descending id order.
+    pub fn scan_dir(
         &self,
         part: &Part,
         from: Option<&[u8]>,
@@ -658,7 +650,7 @@ impl<'t> CollectionRead<'t> {
         lo: Option<(&[u8], bool)>,
         hi: Option<(&[u8], bool)>,
     ) -> Result<impl Iterator<Item = Result<Vec<u8>>> + '_> {
-        let entries = self.index_entries(part, field, lo, hi, None)?;
+        let entries = self.index_entries(part, field, lo, hi, Direction::Forward, None)?;
         Ok(entries.map(|e| e.map(|(_, doc)| doc)))
     }
 
@@ -676,7 +668,7 @@ impl<'t> CollectionRead<'t> {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.index_entries(part, field, lo, hi, after)?
+        self.index_entries(part, field, lo, hi, Direction::Forward, after)?
             .take(limit)
             .map(|e| e.map(|(key, doc)| (key.into_owned(), doc)))
             .collect()
@@ -695,42 +687,45 @@ impl<'t> CollectionRead<'t> {
         before: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.check_index(field)?;
-        let mut range = keys::index_value_range(&part.0, field, lo, hi);
-        if let Some(before) = before {
-            if range.end.as_ref().is_none_or(|end| before < end.as_slice()) {
-                range.end = Some(before.to_vec());
-            }
-        }
-        let iter = self.snap.range(&self.cf, &range, Direction::Reverse)?;
-        iter.take(limit)
-            .map(|e| e.map(|(key, id)| (key.into_owned(), keys::doc_key(&part.0, &id))))
+        self.index_entries(part, field, lo, hi, Direction::Reverse, before)?
+            .take(limit)
+            .map(|e| e.map(|(key, doc)| (key.into_owned(), doc)))
             .collect()
     }
 
-    /// The entries of index `field` in the encoded range `lo..hi` from just
-    /// after index key `after`, each as its index key and document key.
+    /// The entries of index `field` in the encoded range `lo..hi` in
+    /// direction `dir`, past index key `past` (forward: after it; in
+    /// reverse: below it), each as its index key and document key.
     fn index_entries(
         &self,
         part: &Part,
         field: &str,
         lo: Option<(&[u8], bool)>,
         hi: Option<(&[u8], bool)>,
-        after: Option<&[u8]>,
+        dir: Direction,
+        past: Option<&[u8]>,
     ) -> Result<impl Iterator<Item = Result<IndexEntry<'_>>> + '_> {
         self.check_index(field)?;
         let mut range = keys::index_value_range(&part.0, field, lo, hi);
-        if let Some(after) = after {
-            // The least key above `after`.
-            let mut next = Vec::with_capacity(after.len() + 1);
-            next.extend_from_slice(after);
-            next.push(0);
-            if range.start.as_ref().is_none_or(|start| next > *start) {
-                range.start = Some(next);
+        match (past, dir) {
+            (None, _) => {}
+            (Some(after), Direction::Forward) => {
+                // The least key above `after`.
+                let mut next = Vec::with_capacity(after.len() + 1);
+                next.extend_from_slice(after);
+                next.push(0);
+                if range.start.as_ref().is_none_or(|start| next > *start) {
+                    range.start = Some(next);
+                }
+            }
+            (Some(before), Direction::Reverse) => {
+                if range.end.as_ref().is_none_or(|end| before < end.as_slice()) {
+                    range.end = Some(before.to_vec());
+                }
             }
         }
         let part = part.0.clone();
-        let iter = self.snap.range(&self.cf, &range, Direction::Forward)?;
+        let iter = self.snap.range(&self.cf, &range, dir)?;
         Ok(iter.map(move |e| e.map(|(key, id)| (key, keys::doc_key(&part, &id)))))
     }
 

@@ -28,6 +28,7 @@ use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::ops::ControlFlow;
 
 use bson::{Document, RawDocumentBuf};
+use slate_core::store::Direction;
 use slate_core::value::Materializer;
 use slate_core::{keys, CollectionRead, DocRun, Part, RawDoc};
 
@@ -346,15 +347,14 @@ pub fn source_keys(read: &CollectionRead<'_>, parts: &[Part], source: &Source) -
         // Points: their keys, built (one per partition, in key order);
         // a key naming no document reads as none.
         Source::IdScan { intervals, .. } if source.is_id_points() => {
-            let mut ids: Vec<&[u8]> = intervals
+            // Sorted and distinct, as `Filter::index_bounds` gives them.
+            let ids: Vec<&[u8]> = intervals
                 .iter()
                 .filter_map(|iv| match &iv.start {
                     std::ops::Bound::Included(v) => Some(v.as_slice()),
                     _ => None,
                 })
                 .collect();
-            ids.sort_unstable();
-            ids.dedup();
             Ok(parts
                 .iter()
                 .flat_map(|part| {
@@ -403,38 +403,24 @@ pub fn source_keys(read: &CollectionRead<'_>, parts: &[Part], source: &Source) -
 
 /// The key ranges a source reads in key order, each `(partition index,
 /// (from, to))`: every partition whole for a scan; for an `_id` scan, its
-/// intervals' key ranges in each partition, in key order, overlapping ones
-/// joined (each document once); none for any other source.
+/// intervals' key ranges in each partition, in key order; none for any
+/// other source.
 fn scan_spans(parts: &[Part], source: &Source) -> Vec<(usize, KeySpan)> {
     match source {
         Source::Scan { .. } => (0..parts.len()).map(|p| (p, (None, None))).collect(),
-        Source::IdScan { intervals, .. } => {
-            let mut out = Vec::new();
-            for (p, part) in parts.iter().enumerate() {
-                let mut ranges: Vec<(Vec<u8>, Option<Vec<u8>>)> = intervals
+        // The intervals come sorted and disjoint (`Filter::index_bounds`),
+        // and so do their key ranges.
+        Source::IdScan { intervals, .. } => parts
+            .iter()
+            .enumerate()
+            .flat_map(|(p, part)| {
+                intervals
                     .iter()
-                    .map(|iv| crate::plan::id_key_range(part, iv))
+                    .map(move |iv| crate::plan::id_key_range(part, iv))
                     .filter(|(from, to)| to.as_ref().is_none_or(|t| from < t))
-                    .collect();
-                ranges.sort();
-                let mut joined: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::with_capacity(ranges.len());
-                for (from, to) in ranges {
-                    match joined.last_mut() {
-                        // Starts before the last one ends: one range.
-                        Some((_, end)) if end.as_ref().is_none_or(|e| from <= *e) => {
-                            if end.is_some()
-                                && to.as_ref().is_none_or(|t| end.as_ref().is_some_and(|e| t > e))
-                            {
-                                *end = to;
-                            }
-                        }
-                        _ => joined.push((from, to)),
-                    }
-                }
-                out.extend(joined.into_iter().map(|(from, to)| (p, (Some(from), to))));
-            }
-            out
-        }
+                    .map(move |(from, to)| (p, (Some(from), to)))
+            })
+            .collect(),
         Source::IndexScan { .. } | Source::IndexMerge { .. } => Vec::new(),
     }
 }
@@ -1357,15 +1343,15 @@ impl<'t, T> Cursor<'t, T> {
                         continue;
                     }
                     let read = self.read.clone();
-                    let docs = if reverse {
-                        read.scan_between_rev(&part, from.as_deref(), to.as_deref())?
-                            .take(want)
-                            .collect::<std::result::Result<Vec<_>, _>>()?
+                    let dir = if reverse {
+                        Direction::Reverse
                     } else {
-                        read.scan_between(&part, from.as_deref(), to.as_deref())?
-                            .take(want)
-                            .collect::<std::result::Result<Vec<_>, _>>()?
+                        Direction::Forward
                     };
+                    let docs = read
+                        .scan_dir(&part, from.as_deref(), to.as_deref(), dir)?
+                        .take(want)
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
                     self.take(&docs, true)?;
                     // A full batch resumes just after its last key (key + [0]
                     // is its successor), or in reverse just before it (the

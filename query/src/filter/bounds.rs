@@ -279,15 +279,20 @@ impl Filter {
     /// matches and need no check against the documents. Conservative: `false` whenever unsure.
     pub fn is_exact_on(&self, path: &str) -> bool {
         let conjuncts = self.conjuncts();
-        // An array index in the path (`a.0`) reads differently from how the index stores it.
-        let positional = path.split('.').any(|c| c.bytes().all(|b| b.is_ascii_digit()));
         !conjuncts.is_empty()
-            && !positional
+            && !names_a_position(path)
             && conjuncts.iter().all(|c| match c {
                 Filter::Field { path: p, pred } if p.as_str() == path => pred.is_exact(),
                 _ => false,
             })
     }
+}
+
+/// Whether dot path `path` has a component of digits (`a.0`): an array
+/// position, which reads differently from how an index on the path stores
+/// its values. Conservative: any all-digit component counts.
+pub(crate) fn names_a_position(path: &str) -> bool {
+    path.split('.').any(|c| c.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Operands whose index encoding is matched exactly by `$eq` and by ranges within their type

@@ -35,6 +35,7 @@ pub(crate) use parse::is_operator_document;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use bounds::names_a_position;
 pub use bounds::Interval;
 use bson::RawBson;
 pub use error::FilterError;

@@ -382,9 +382,10 @@ fn index_order(
         return Ok(None);
     };
     let field = sort.path.as_str();
-    // A position (`a.0`) reads differently from how the index stores it.
-    let positional = field.split('.').any(|c| c.bytes().all(|b| b.is_ascii_digit()));
-    if positional || !read.config().indexes.iter().any(|f| f == field) || !read.is_sort_ordered(field)? {
+    if crate::filter::names_a_position(field)
+        || !read.config().indexes.iter().any(|f| f == field)
+        || !read.is_sort_ordered(field)?
+    {
         return Ok(None);
     }
     let want = (limit as u64).saturating_add(spec.skip as u64).max(1);
