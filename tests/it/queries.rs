@@ -1530,12 +1530,14 @@ fn a_limited_sort_on_a_single_valued_index_reads_it_in_order() {
                 check_query(&coll, &docs, &query, b);
             }
         }
-        let plan = coll
-            .find(doc! {})
-            .sort("score")
-            .limit(10)
-            .explain()
-            .expect("explain");
+        let explain = |filter: Document, sort: &str, limit: usize| {
+            coll.find(filter)
+                .sort(sort)
+                .limit(limit)
+                .explain()
+                .expect("explain")
+        };
+        let plan = explain(doc! {}, "score", 10);
         assert!(
             plan.key_order && !plan.reverse && plan.sort.is_empty(),
             "[{b}] {plan}"
@@ -1544,12 +1546,7 @@ fn a_limited_sort_on_a_single_valued_index_reads_it_in_order() {
             plan.to_string().contains("order=score (index order"),
             "[{b}] {plan}"
         );
-        let plan = coll
-            .find(doc! { "group": 3 })
-            .sort("score:desc")
-            .limit(10)
-            .explain()
-            .expect("explain");
+        let plan = explain(doc! { "group": 3 }, "score:desc", 10);
         assert!(
             matches!(&plan.source, Source::IndexScan { field, .. } if field == "score") && plan.reverse,
             "[{b}] {plan}"
@@ -1557,19 +1554,9 @@ fn a_limited_sort_on_a_single_valued_index_reads_it_in_order() {
         // Beside another index: the order when that index selects a third
         // (at worst the whole ordered index, 3 times its read), not when it
         // selects a seventh (at worst 7 times).
-        let plan = coll
-            .find(doc! { "third": 1 })
-            .sort("score")
-            .limit(5)
-            .explain()
-            .expect("explain");
+        let plan = explain(doc! { "third": 1 }, "score", 5);
         assert!(plan.key_order, "[{b}] {plan}");
-        let plan = coll
-            .find(doc! { "seventh": 3 })
-            .sort("score")
-            .limit(5)
-            .explain()
-            .expect("explain");
+        let plan = explain(doc! { "seventh": 3 }, "score", 5);
         assert!(
             !plan.key_order && matches!(&plan.source, Source::IndexScan { field, .. } if field == "seventh"),
             "[{b}] {plan}"

@@ -630,15 +630,10 @@ enum VecOp {
 /// vector changes, on both backends and with every strategy.
 #[test]
 fn a_search_among_given_ids_follows_writes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let dbs = [
-        Db::memory(),
-        Db::builder(dir.path()).sync(false).open().expect("rocks"),
-    ];
-    for db in &dbs {
-        let coll = db
-            .create_collection(CollectionConfig::new("ids").vector("v", 2, Metric::L2))
-            .expect("create");
+    for t in crate::backends() {
+        let coll =
+            t.db.create_collection(CollectionConfig::new("ids").vector("v", 2, Metric::L2))
+                .expect("create");
         coll.insert_many((0..500i64).map(|i| doc! { "_id": i, "v": [i as f64, 0.0] }))
             .expect("insert");
         let among = doc! { "_id": { "$in": [10, 20, 30, 40, 9_999] } };
