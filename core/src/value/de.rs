@@ -442,9 +442,15 @@ impl<'a> Elements<'a> {
             return Ok(None);
         }
         let kind = ElementType::from(self.b[self.at]).ok_or_else(|| malformed("unknown element type"))?;
-        let key_end = cstring_end(self.b, self.at + 1)?;
-        let key = super::utf8(&self.b[self.at + 1..key_end]).ok_or_else(|| malformed("name is not UTF-8"))?;
-        let start = key_end + 1;
+        let (key, len) = match super::key_str(&self.b[self.at + 1..]) {
+            Some(key) => key,
+            None => {
+                // Which of the two it is, for the message.
+                cstring_end(self.b, self.at + 1)?;
+                return Err(malformed("name is not UTF-8"));
+            }
+        };
+        let start = self.at + 1 + len + 1;
         let end = value_end(kind, self.b, start)?;
         self.at = end;
         Ok(Some((

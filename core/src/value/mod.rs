@@ -81,6 +81,46 @@ pub(crate) fn nul_at(b: &[u8]) -> Option<usize> {
     words.remainder().iter().position(|&c| c == 0).map(|n| at + n)
 }
 
+/// The BSON key at the start of `b` (a C string) as text, and where its NUL
+/// byte is: `None` when no NUL ends it or it is not UTF-8. The NUL search
+/// notes on the way, eight bytes at a time, whether any byte before it has
+/// its high bit set, so an ASCII key (the usual one) needs no second pass to
+/// be checked as text.
+#[inline]
+pub(crate) fn key_str(b: &[u8]) -> Option<(&str, usize)> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut words = b.chunks_exact(8);
+    let mut at = 0;
+    let mut high = 0;
+    let len = loop {
+        let Some(word) = words.next() else {
+            let rest = words.remainder();
+            let n = rest.iter().position(|&c| c == 0)?;
+            high |= rest[..n].iter().fold(0, |h, &c| h | u64::from(c & 0x80));
+            break at + n;
+        };
+        let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        let zeros = w.wrapping_sub(ONES) & !w & HIGHS;
+        if zeros != 0 {
+            // The bytes below the first 0 (see `nul_at`).
+            let n = zeros.trailing_zeros() / 8;
+            let below = if n == 0 { 0 } else { u64::MAX >> (64 - 8 * n) };
+            high |= w & HIGHS & below;
+            break at + n as usize;
+        }
+        high |= w & HIGHS;
+        at += 8;
+    };
+    let key = &b[..len];
+    if high == 0 {
+        // SAFETY: every ASCII byte sequence is valid UTF-8.
+        #[allow(unsafe_code)]
+        return Some((unsafe { std::str::from_utf8_unchecked(key) }, len));
+    }
+    std::str::from_utf8(key).ok().map(|k| (k, len))
+}
+
 /// Errors of the value layer: bad `_id` types, undecodable key bytes, bad field paths.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

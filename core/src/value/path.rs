@@ -264,13 +264,9 @@ fn scan<'a>(b: &'a [u8], name: &[u8]) -> Scan<'a> {
     use bson::spec::ElementType as T;
     let mut at = 4;
     while at + 1 < b.len() {
-        let Some(key_len) = super::nul_at(&b[at + 1..]) else {
+        let Some((key, key_len)) = super::key_str(&b[at + 1..]) else {
             return Scan::Missing;
         };
-        let key = &b[at + 1..at + 1 + key_len];
-        if super::utf8(key).is_none() {
-            return Scan::Missing;
-        }
         let Some(kind) = T::from(b[at]) else {
             return Scan::Missing;
         };
@@ -298,7 +294,7 @@ fn scan<'a>(b: &'a [u8], name: &[u8]) -> Scan<'a> {
             return Scan::Missing;
         };
         let value = &b[start..start + size];
-        if key == name {
+        if key.as_bytes() == name {
             return match kind {
                 T::Double => le_i64(value, 0).map(|x| RawBsonRef::Double(f64::from_bits(x as u64))),
                 T::Int32 => le_i32(value, 0).map(RawBsonRef::Int32),

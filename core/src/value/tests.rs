@@ -752,6 +752,25 @@ proptest! {
         let b = &bytes[skip.min(bytes.len())..];
         prop_assert_eq!(super::nul_at(b), b.iter().position(|&c| c == 0));
     }
+
+    /// A key read in one pass is the bytes before the first NUL, as text,
+    /// exactly when they are UTF-8, whether ASCII or not, wherever the NUL
+    /// and the non-ASCII bytes fall in or across words.
+    #[test]
+    fn key_str_reads_a_key_as_a_byte_loop_does(
+        bytes in prop::collection::vec(
+            prop_oneof![Just(0u8), Just(0x80u8), Just(b'a'), Just(0xC3u8), Just(0xA9u8), any::<u8>()],
+            0..40,
+        ),
+        skip in 0usize..8,
+    ) {
+        let b = &bytes[skip.min(bytes.len())..];
+        let expected = b
+            .iter()
+            .position(|&c| c == 0)
+            .and_then(|n| std::str::from_utf8(&b[..n]).ok().map(|k| (k, n)));
+        prop_assert_eq!(super::key_str(b), expected);
+    }
 }
 
 /// Levels of documents and arrays below `v` (0 for a scalar), counted the
