@@ -185,9 +185,7 @@ fn collect<T>(cursor: Cursor<'_, T>) -> Result<Vec<T>> {
     let cursor = cursor.collecting();
     let room = RESERVE_BYTES / std::mem::size_of::<T>().max(1);
     let mut out = Vec::with_capacity(cursor.expected_len().min(room));
-    for item in cursor {
-        out.push(item?);
-    }
+    cursor.collect_into(&mut out)?;
     if out.len() < out.capacity() / 2 {
         out.shrink_to_fit();
     }

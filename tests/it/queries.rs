@@ -2355,66 +2355,82 @@ fn scans_split_across_threads_agree_with_the_reference() {
 }
 
 /// A stored document the filter cannot read ends a find with an error, after every match
-/// before it, on both of the executor's paths (a batch filtered and decoded in one pass, and
-/// one whose limit falls inside it); a find without a filter reports it as that item's
-/// decode error and goes on.
+/// before it, on each of the executor's paths (a batch filtered and decoded in one pass, one
+/// whose limit falls inside it, and ranges split across threads once batches are full), when
+/// iterated and when collected; a find without a filter reports it as that item's decode
+/// error and goes on.
 #[test]
 fn a_damaged_document_ends_a_find_after_the_matches_before_it() {
     use slate::core::store::{Batch, Op};
-    let t = crate::memory();
-    let docs: Vec<Document> = (0..3000).map(|i| doc! { "_id": i, "n": i }).collect();
-    let coll =
-        t.db.create_collection(CollectionConfig::new("broken"))
-            .expect("create");
-    coll.insert_many(docs).expect("insert");
-    // Overwrite document 1500's bytes, below the collection's writes: "c.{name}" is its
-    // column family, an unpartitioned document's key is "d:" and the encoded id.
-    let id = slate::core::value::encode_id(&Bson::Int32(1500)).expect("id");
-    let batch = Batch {
-        ops: vec![(
-            "c.broken".to_string(),
-            vec![Op::Put {
-                key: slate::core::keys::doc_key(&[], &id),
-                value: std::sync::Arc::from(&b"\xff\0\0\0\0"[..]),
-            }],
-        )],
-    };
-    t.db.database().store().apply(batch, &mut |_| {}).expect("damage");
-    assert!(coll.get(1500).is_err(), "the damage is in place");
+    // 1,500 falls in the first batches, 15,000 in the split part of a scan.
+    for (n, bad) in [(3000, 1500), (20_000, 15_000)] {
+        let t = crate::memory();
+        let docs: Vec<Document> = (0..n).map(|i| doc! { "_id": i, "n": i }).collect();
+        let coll =
+            t.db.create_collection(CollectionConfig::new("broken"))
+                .expect("create");
+        coll.insert_many(docs).expect("insert");
+        // Overwrite document `bad`'s bytes, below the collection's writes: "c.{name}" is its
+        // column family, an unpartitioned document's key is "d:" and the encoded id.
+        let id = slate::core::value::encode_id(&Bson::Int32(bad)).expect("id");
+        let batch = Batch {
+            ops: vec![(
+                "c.broken".to_string(),
+                vec![Op::Put {
+                    key: slate::core::keys::doc_key(&[], &id),
+                    value: std::sync::Arc::from(&b"\xff\0\0\0\0"[..]),
+                }],
+            )],
+        };
+        t.db.database().store().apply(batch, &mut |_| {}).expect("damage");
+        assert!(coll.get(bad).is_err(), "the damage is in place");
 
-    for limit in [None, Some(1600)] {
-        let mut find = coll.find(doc! { "n": { "$gte": 0 } });
-        if let Some(l) = limit {
-            find = find.limit(l);
+        for limit in [None, Some(bad as usize + 100)] {
+            let find = || {
+                let find = coll.find(doc! { "n": { "$gte": 0 } });
+                match limit {
+                    Some(l) => find.limit(l),
+                    None => find,
+                }
+            };
+            let items: Vec<Result<Document, slate::query::Error>> = find().iter().expect("iter").collect();
+            let ok: Vec<i32> = items
+                .iter()
+                .map_while(|d| d.as_ref().ok())
+                .map(|d| d.get_i32("_id").expect("id"))
+                .collect();
+            assert_eq!(ok, (0..bad).collect::<Vec<_>>(), "{n}, limit {limit:?}");
+            assert_eq!(
+                items.len(),
+                bad as usize + 1,
+                "{n}, limit {limit:?}: one error, then the end"
+            );
+            assert!(items[bad as usize].is_err(), "{n}, limit {limit:?}");
+            assert!(find().run().is_err(), "{n}, limit {limit:?}: run");
+            assert!(
+                find().run_as::<Document>().is_err(),
+                "{n}, limit {limit:?}: run_as"
+            );
         }
-        let items: Vec<Result<Document, slate::query::Error>> = find.iter().expect("iter").collect();
-        let ok: Vec<i32> = items
-            .iter()
-            .map_while(|d| d.as_ref().ok())
-            .map(|d| d.get_i32("_id").expect("id"))
-            .collect();
-        assert_eq!(ok, (0..1500).collect::<Vec<_>>(), "limit {limit:?}");
-        assert_eq!(items.len(), 1501, "limit {limit:?}: one error, then the end");
-        assert!(items[1500].is_err(), "limit {limit:?}");
+        // A sort reads every document before its first result: the find fails, whether its
+        // heap is small or large.
+        for limit in [3, 2000] {
+            let sorted = coll
+                .find(doc! { "n": { "$gte": 0 } })
+                .sort("n")
+                .limit(limit)
+                .run();
+            assert!(sorted.is_err(), "{n}, limit {limit}: {sorted:?}");
+        }
+        // No filter: the document fails to decode as its own item; the others still come.
+        let items: Vec<Result<Document, slate::query::Error>> =
+            coll.find(doc! {}).iter().expect("iter").collect();
+        assert_eq!(items.len(), n as usize);
+        assert_eq!(
+            items.iter().position(Result::is_err),
+            Some(bad as usize),
+            "{n}: the bad item in its place"
+        );
+        assert_eq!(items.iter().filter(|i| i.is_err()).count(), 1, "{n}");
     }
-    // A sort reads every document before its first result: the find fails, whether its
-    // heap is small or large.
-    for limit in [3, 2000] {
-        let sorted = coll
-            .find(doc! { "n": { "$gte": 0 } })
-            .sort("n")
-            .limit(limit)
-            .run();
-        assert!(sorted.is_err(), "limit {limit}: {sorted:?}");
-    }
-    // No filter: the document fails to decode as its own item; the others still come.
-    let items: Vec<Result<Document, slate::query::Error>> =
-        coll.find(doc! {}).iter().expect("iter").collect();
-    assert_eq!(items.len(), 3000);
-    assert_eq!(
-        items.iter().position(Result::is_err),
-        Some(1500),
-        "the bad item in its place"
-    );
-    assert_eq!(items.iter().filter(|i| i.is_err()).count(), 1);
 }

@@ -205,11 +205,13 @@ fn filter_decode<T>(
 }
 
 /// One range of a split scan read, filtered and decoded by one rayon task:
-/// the results of its matches in key order (`Err` for a document the filter
-/// could not read), how many documents it read, and where the rest of the
-/// range starts (`None`: it was read to its end).
+/// the results of its matches in key order, up to the first document the
+/// filter could not read (`error`, which ends the cursor after them), how
+/// many documents it read, and where the rest of the range starts (`None`:
+/// it was read to its end).
 struct RangeOut<T> {
-    items: Vec<Result<Result<T>>>,
+    items: Vec<Result<T>>,
+    error: Option<crate::Error>,
     read: usize,
     resume: Option<Vec<u8>>,
 }
@@ -246,17 +248,23 @@ fn split_parallel<T: Send>(
             // Without a filter every document is an item.
             let mut items = Vec::with_capacity(if filter.is_none() { piece.len() } else { 0 });
             let mut n = 0;
+            let mut error = None;
             Materializer::with_thread_local(|mat| {
                 for doc in piece.docs() {
                     n += 1;
-                    if let Some(item) = filter_decode(read, mat, decode, filter, &doc, projection).transpose()
-                    {
-                        items.push(item);
+                    match filter_decode(read, mat, decode, filter, &doc, projection) {
+                        Ok(Some(item)) => items.push(item),
+                        Ok(None) => {}
+                        Err(e) => {
+                            error = Some(e);
+                            break;
+                        }
                     }
                 }
             });
             Ok(RangeOut {
                 items,
+                error,
                 read: n,
                 resume: piece.resume().map(<[u8]>::to_vec),
             })
@@ -1292,14 +1300,13 @@ impl<'t, T> Cursor<'t, T> {
                             |out| {
                                 read += out.read;
                                 self.stats.docs_read += out.read as u64;
-                                for item in out.items {
-                                    // A document the filter cannot read ends the
-                                    // cursor, after the matches before it.
-                                    self.out.push_back(item?);
-                                    self.stats.matched += 1;
-                                    self.remaining -= 1;
-                                }
-                                Ok(())
+                                self.stats.matched += out.items.len() as u64;
+                                self.remaining -= out.items.len();
+                                // Moved in one copy rather than one push each.
+                                self.out.extend(out.items);
+                                // A document the filter cannot read ends the
+                                // cursor, after the matches before it.
+                                out.error.map_or(Ok(()), Err)
                             },
                         )?;
                         self.grow_batch(read);
@@ -1477,6 +1484,33 @@ impl<'t, T> Cursor<'t, T> {
         self.stats.keys += docs.len() as u64;
         self.read_keys(&docs)?;
         Ok(next)
+    }
+
+    /// Appends every result to `sink`, stopping at the first error as
+    /// collecting the iterator into a `Result<Vec<T>>` does: the same
+    /// results, moved a batch at a time instead of one `next` call each.
+    pub fn collect_into(mut self, sink: &mut Vec<T>) -> Result<()> {
+        loop {
+            if self.failed {
+                return Ok(());
+            }
+            if self.out.is_empty() {
+                if let Some(e) = self.pending.take() {
+                    return Err(e);
+                }
+                if let Err(e) = self.fill() {
+                    // The results read before it come first.
+                    self.pending = Some(e);
+                }
+                if self.out.is_empty() && self.pending.is_none() {
+                    return Ok(());
+                }
+            }
+            sink.reserve(self.out.len());
+            for item in self.out.drain(..) {
+                sink.push(item?);
+            }
+        }
     }
 
     /// Counts the matching documents without materialising any (skip and
