@@ -245,8 +245,11 @@ fn split_parallel<T: Send>(
         .par_iter()
         .map(|(from, to)| {
             let piece = Piece::read(read, part, (from.as_deref(), to.as_deref()), per)?;
-            // Without a filter every document is an item.
-            let mut items = Vec::with_capacity(if filter.is_none() { piece.len() } else { 0 });
+            // Room for every document read: growing by doubling copied the
+            // items and touched fresh pages at each step (about 8% of a
+            // typed find matching half its documents); pages past the
+            // matches are never touched.
+            let mut items = Vec::with_capacity(piece.len());
             let mut n = 0;
             let mut error = None;
             Materializer::with_thread_local(|mat| {
