@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use rocksdb::{
     BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBCompressionType, IteratorMode,
-    LruCacheOptions, MultiThreaded, Options, ReadOptions, WriteBatch, WriteOptions,
+    MultiThreaded, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
 use super::{
@@ -54,8 +54,8 @@ impl RocksStoreBuilder {
         self
     }
 
-    /// Size of the LRU cache of uncompressed blocks shared by every column
-    /// family. Default 64 MiB.
+    /// Size of the cache of uncompressed blocks shared by every column
+    /// family (RocksDB's HyperClockCache). Default 64 MiB.
     pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
         self.block_cache_bytes = bytes;
         self
@@ -69,26 +69,32 @@ impl RocksStoreBuilder {
 
     /// Opens the store, with every column family it already has.
     pub fn open(self) -> Result<RocksStore> {
-        // Four shards (16 MiB each at the default size), not RocksDB's 64 of
-        // 1 MiB: a file flushed from one large commit (100,000 documents
-        // with 384-d vectors make one of about 200 MB) has an index block of
-        // megabytes, which fit no 1 MiB shard, so every get read and
-        // decompressed it again (about 130 µs a document, where a get from
-        // the write buffer takes 0.5 µs). A partitioned index fixes that
-        // too, and for larger files, but made single gets from small files
-        // 20% slower; an index block larger than a shard (a file of about
-        // 2 GB at the default size) is still read on each get.
-        let mut cache_opts = LruCacheOptions::default();
-        cache_opts.set_capacity(self.block_cache_bytes);
-        cache_opts.set_num_shard_bits(2);
-        let cache = Cache::new_lru_cache_opts(&cache_opts);
+        // HyperClockCache, which RocksDB now recommends over its LRU cache:
+        // a lookup takes no lock. With the LRU cache (four shards, each
+        // under a mutex) two threads scanning one collection spent about a
+        // fifth of their time in its lookups, much of it waiting on each
+        // other in futex calls; the documents bench's RocksStore scans took
+        // 0.74-0.86x their time without it (BENCHMARKS.md, "RocksDB's
+        // block cache without a lock").
+        //
+        // Its shards are at least 32 MiB (two at the default size), not
+        // the LRU cache's default of 64 shards of 1 MiB: a file flushed
+        // from one large commit (100,000 documents with 384-d vectors make
+        // one of about 200 MB) has an index block of megabytes, which fit
+        // no 1 MiB shard, so every get read and decompressed it again
+        // (about 130 µs a document, where a get from the write buffer takes
+        // 0.5 µs). A partitioned index fixes that too, and for larger
+        // files, but made single gets from small files 20% slower; an
+        // index block larger than a shard (a file of about 4 GB at the
+        // default size) is still read on each get.
+        let cache = Cache::new_hyper_clock_cache(self.block_cache_bytes, 0);
         let mut table = BlockBasedOptions::default();
         table.set_block_cache(&cache);
         table.set_bloom_filter(10.0, false);
         table.set_cache_index_and_filter_blocks(true);
         // Level 0's index and filter blocks (every file a point read may
-        // consult) stay pinned in the cache: no LRU lookup, under its mutex,
-        // for them on each get.
+        // consult) stay pinned in the cache: no cache lookup for them on
+        // each get.
         table.set_pin_l0_filter_and_index_blocks_in_cache(true);
         let mut cf_opts = Options::default();
         cf_opts.set_block_based_table_factory(&table);
