@@ -30,7 +30,7 @@ impl DbBuilder {
         }
     }
 
-    /// RocksDB block cache size. Default 64 MiB.
+    /// RocksDB block cache size. Default 64 MiB; 0 turns the block cache off.
     pub fn block_cache_bytes(self, bytes: usize) -> Self {
         Self {
             store: self.store.block_cache_bytes(bytes),

@@ -55,7 +55,8 @@ impl RocksStoreBuilder {
     }
 
     /// Size of the cache of uncompressed blocks shared by every column
-    /// family (RocksDB's HyperClockCache). Default 64 MiB.
+    /// family (RocksDB's HyperClockCache). Default 64 MiB; 0 turns the
+    /// block cache off (every read decompresses its blocks again).
     pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
         self.block_cache_bytes = bytes;
         self
@@ -73,11 +74,13 @@ impl RocksStoreBuilder {
         // a lookup takes no lock. With the LRU cache (four shards, each
         // under a mutex) two threads scanning one collection spent about a
         // fifth of their time in its lookups, much of it waiting on each
-        // other in futex calls; the documents bench's RocksStore scans took
-        // 0.74-0.86x their time without it (BENCHMARKS.md, "RocksDB's
-        // block cache without a lock").
+        // other in futex calls; with it, the documents bench's RocksStore
+        // scans take 0.67-0.92x their time (BENCHMARKS.md, "RocksDB's block
+        // cache without a lock"; single gets are unchanged, which is all an
+        // earlier trial of it found).
         //
-        // Its shards are at least 32 MiB (two at the default size), not
+        // Its shards are at least 32 MiB (two at the default size; one
+        // shard of the whole cache below 64 MiB), not
         // the LRU cache's default of 64 shards of 1 MiB: a file flushed
         // from one large commit (100,000 documents with 384-d vectors make
         // one of about 200 MB) has an index block of megabytes, which fit
@@ -86,16 +89,24 @@ impl RocksStoreBuilder {
         // 0.5 µs). A partitioned index fixes that too, and for larger
         // files, but made single gets from small files 20% slower; an
         // index block larger than a shard (a file of about 4 GB at the
-        // default size) is still read on each get.
-        let cache = Cache::new_hyper_clock_cache(self.block_cache_bytes, 0);
+        // default size) is still read on each get. (A cache of 0 bytes
+        // would abort the process: RocksDB cannot map its empty table.)
+        let cache =
+            (self.block_cache_bytes > 0).then(|| Cache::new_hyper_clock_cache(self.block_cache_bytes, 0));
         let mut table = BlockBasedOptions::default();
-        table.set_block_cache(&cache);
         table.set_bloom_filter(10.0, false);
-        table.set_cache_index_and_filter_blocks(true);
-        // Level 0's index and filter blocks (every file a point read may
-        // consult) stay pinned in the cache: no cache lookup for them on
-        // each get.
-        table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+        match &cache {
+            Some(cache) => {
+                table.set_block_cache(cache);
+                table.set_cache_index_and_filter_blocks(true);
+                // Level 0's index and filter blocks (every file a point read
+                // may consult) stay pinned in the cache: no cache lookup for
+                // them on each get.
+                table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+            }
+            // Each open file then holds its own index and filter blocks.
+            None => table.disable_cache(),
+        }
         let mut cf_opts = Options::default();
         cf_opts.set_block_based_table_factory(&table);
         cf_opts.set_compression_type(DBCompressionType::Lz4);
@@ -171,7 +182,7 @@ pub struct RocksStore {
     seq: AtomicU64,
     writer: WriterGate,
     poisoned: Mutex<Option<String>>,
-    _cache: Cache,
+    _cache: Option<Cache>,
 }
 
 impl std::fmt::Debug for RocksStore {

@@ -49,10 +49,17 @@ fn open_without_create_if_missing_fails_on_an_empty_directory() {
 
 #[test]
 fn flush_then_reads_come_from_sst_files() {
+    // A small cache, and none at all (0 bytes turns it off).
+    for cache in [1 << 20, 0] {
+        flushed_reads(cache);
+    }
+}
+
+fn flushed_reads(cache: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = RocksStore::builder(dir.path())
         .sync(false)
-        .block_cache_bytes(1 << 20)
+        .block_cache_bytes(cache)
         .open()
         .expect("open");
     store.create_cf("c").expect("create");
