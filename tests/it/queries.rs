@@ -2362,8 +2362,9 @@ fn scans_split_across_threads_agree_with_the_reference() {
 #[test]
 fn a_damaged_document_ends_a_find_after_the_matches_before_it() {
     use slate::core::store::{Batch, Op};
-    // 1,500 falls in the first batches, 15,000 in the split part of a scan.
-    for (n, bad) in [(3000, 1500), (20_000, 15_000)] {
+    // 1,500 falls in the first batches, 15,000 in the split part of a scan
+    // (with the limit too: a limit of 36,000 leaves room for whole split groups).
+    for (n, bad, limited) in [(3000, 1500, 1600), (40_000, 15_000, 36_000)] {
         let t = crate::memory();
         let docs: Vec<Document> = (0..n).map(|i| doc! { "_id": i, "n": i }).collect();
         let coll =
@@ -2385,7 +2386,7 @@ fn a_damaged_document_ends_a_find_after_the_matches_before_it() {
         t.db.database().store().apply(batch, &mut |_| {}).expect("damage");
         assert!(coll.get(bad).is_err(), "the damage is in place");
 
-        for limit in [None, Some(bad as usize + 100)] {
+        for limit in [None, Some(limited)] {
             let find = || {
                 let find = coll.find(doc! { "n": { "$gte": 0 } });
                 match limit {

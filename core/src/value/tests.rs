@@ -758,13 +758,23 @@ proptest! {
     /// and the non-ASCII bytes fall in or across words.
     #[test]
     fn key_str_reads_a_key_as_a_byte_loop_does(
+        key in "[a-z_.]{0,30}|[a-zé€]{0,12}",
         bytes in prop::collection::vec(
             prop_oneof![Just(0u8), Just(0x80u8), Just(b'a'), Just(0xC3u8), Just(0xA9u8), any::<u8>()],
             0..40,
         ),
         skip in 0usize..8,
+        whole in any::<bool>(),
     ) {
-        let b = &bytes[skip.min(bytes.len())..];
+        // A real key (ASCII or not, often eight bytes or more) and its NUL
+        // before the random bytes, or the random bytes alone.
+        let mut owned = Vec::new();
+        if whole {
+            owned.extend_from_slice(key.as_bytes());
+            owned.push(0);
+        }
+        owned.extend_from_slice(&bytes);
+        let b = &owned[if whole { 0 } else { skip.min(owned.len()) }..];
         let expected = b
             .iter()
             .position(|&c| c == 0)
