@@ -1457,7 +1457,10 @@ fn an_abandoned_answer_frees_the_servers_slot_at_once() {
             }
             Err(e) => {
                 assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
-                assert!(start.elapsed() < std::time::Duration::from_secs(5), "{e}");
+                // Half the write timeout: a slot freed only by the timeout
+                // fails this, however loaded the machine (5 s was exceeded
+                // once under CI's parallel tests).
+                assert!(start.elapsed() < std::time::Duration::from_secs(30), "{e}");
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
         }
