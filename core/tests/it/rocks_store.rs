@@ -86,6 +86,39 @@ fn flushed_reads(cache: usize) {
         let want = (i < 500).then(|| i.to_le_bytes());
         assert_eq!(v.as_deref(), want.as_ref().map(|w| &w[..]), "key {i}");
     }
+    // Ascending keys are walked to with one iterator while they lie close,
+    // and looked up once they spread out: keys far apart from the start,
+    // close then far, close with gaps and absent keys and then past the last
+    // key. Each answer at its place, as a lookup of each key alone gives it.
+    let sets: [Vec<u32>; 4] = [
+        (0..1000).step_by(40).collect(),
+        (0..40).chain((40..520).step_by(37)).collect(),
+        (0..40).filter(|i| i % 7 != 3).chain(600..620).collect(),
+        (100..140).chain(140..160).map(|i| i * 3).collect(),
+    ];
+    for (n, ids) in sets.into_iter().enumerate() {
+        // In the third set, every fifth key is absent: it sorts between two
+        // stored keys (a stored key and a byte more), where the iterator
+        // stands on the next stored one.
+        let wanted: Vec<Vec<u8>> = ids
+            .iter()
+            .map(|i| {
+                let mut k = i.to_be_bytes().to_vec();
+                if n == 2 && i % 5 == 0 {
+                    k.push(1);
+                }
+                k
+            })
+            .collect();
+        let keys: Vec<&[u8]> = wanted.iter().map(Vec::as_slice).collect();
+        let got = snap.multi_get("c", &keys).expect("multi_get");
+        assert_eq!(got.len(), keys.len());
+        for (k, v) in keys.iter().zip(&got) {
+            let one = snap.get("c", k).expect("get");
+            assert_eq!(v.as_deref(), one.as_deref(), "key {k:?} of {ids:?}");
+        }
+        assert!(got.iter().any(Option::is_some), "{ids:?}");
+    }
 }
 
 /// Another program's RocksDB (column families, no Slate catalog) is refused
