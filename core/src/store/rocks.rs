@@ -470,6 +470,9 @@ impl RocksSnapshot<'_> {
         let mut end = last.to_vec();
         end.push(0);
         opts.set_iterate_upper_bound(end);
+        // Entries a lookup never sees (deleted, or older versions) are
+        // stepped over too: more than this many in one step ends the walk.
+        opts.set_max_skippable_internal_keys(WALK_MAX_HIDDEN);
         let mut iter = self.store.db.raw_iterator_cf_opt(handle, opts);
         iter.seek(first);
         let mut steps = 0;
@@ -480,6 +483,15 @@ impl RocksSnapshot<'_> {
                 }
                 iter.next();
                 steps += 1;
+            }
+            if !iter.valid() {
+                match iter.status() {
+                    // Past the last key: this one and the rest are absent.
+                    Ok(()) => {}
+                    // Too many hidden entries: the rest are looked up.
+                    Err(e) if e.kind() == rocksdb::ErrorKind::Incomplete => return Ok(()),
+                    Err(e) => return Err(e.into()),
+                }
             }
             out.push(match iter.item() {
                 Some((k, v)) if k == *key => Some(Cow::Owned(v.to_vec())),
@@ -494,6 +506,11 @@ impl RocksSnapshot<'_> {
 /// rather than one lookup each: below it, the iterator's set-up costs more
 /// than it saves.
 const WALK_MIN_KEYS: usize = 16;
+
+/// Hidden entries (deleted, or older versions) one step of a walk may pass
+/// before the walk leaves the rest to lookups, which skip them through the
+/// files' filters.
+const WALK_MAX_HIDDEN: u64 = 64;
 
 /// Entries a walk may step over per key it has read before it leaves the
 /// rest to lookups: eight steps within a block cost less than one lookup,

@@ -69,6 +69,7 @@ fn flushed_reads(cache: usize) {
             .expect("put");
     }
     txn.commit().expect("commit");
+    check_walks(&*store.snapshot(), "write buffer");
     store.flush().expect("flush");
     let snap = store.snapshot();
     let keys: Vec<&[u8]> = vec![&[0, 0, 1, 0], &[0, 0, 0, 5], &[9, 9, 9, 9]];
@@ -86,21 +87,47 @@ fn flushed_reads(cache: usize) {
         let want = (i < 500).then(|| i.to_le_bytes());
         assert_eq!(v.as_deref(), want.as_ref().map(|w| &w[..]), "key {i}");
     }
-    // Ascending keys are walked to with one iterator while they lie close,
-    // and looked up once they spread out: keys far apart from the start,
-    // close then far, close with gaps and absent keys and then past the last
-    // key. Each answer at its place, as a lookup of each key alone gives it.
-    let sets: [Vec<u32>; 4] = [
+    check_walks(&*snap, "files");
+    // Writes after a snapshot are not seen through it; a newer snapshot sees
+    // the write buffer's deletes and overwrites over the files' values.
+    let mut txn = begin_write(&store).expect("txn");
+    for i in (0..60u32).step_by(2) {
+        txn.delete("c", i.to_be_bytes().to_vec()).expect("delete");
+    }
+    for i in 100..140u32 {
+        txn.put("c", i.to_be_bytes().to_vec(), vec![1, 2, 3])
+            .expect("put");
+    }
+    // A run of deletes longer than a walk steps over in one step.
+    for i in 200..300u32 {
+        txn.delete("c", i.to_be_bytes().to_vec()).expect("delete");
+    }
+    txn.commit().expect("commit");
+    check_walks(&*snap, "files, older snapshot");
+    check_walks(&*store.snapshot(), "files and write buffer");
+}
+
+/// Ascending keys are walked to with one iterator while they lie close, and
+/// looked up once they spread out: keys far apart from the start, close then
+/// far, close with absent keys between stored ones, close across the last
+/// stored key, one before the first, and (once deleted) across a hundred
+/// deleted keys, more than a walk passes in one step. Each answer at its place, as a
+/// lookup of each key alone gives it at the same snapshot.
+fn check_walks(snap: &dyn slate_core::store::Snapshot, what: &str) {
+    let sets: [Vec<u32>; 6] = [
         (0..1000).step_by(40).collect(),
         (0..40).chain((40..520).step_by(37)).collect(),
         (0..40).filter(|i| i % 7 != 3).chain(600..620).collect(),
         (100..140).chain(140..160).map(|i| i * 3).collect(),
+        (480..530).collect(),
+        (190..310).collect(),
     ];
     for (n, ids) in sets.into_iter().enumerate() {
-        // In the third set, every fifth key is absent: it sorts between two
+        // In the third set every fifth key is absent: it sorts between two
         // stored keys (a stored key and a byte more), where the iterator
-        // stands on the next stored one.
-        let wanted: Vec<Vec<u8>> = ids
+        // stands on the next stored one. The fourth starts with a key that
+        // sorts before every stored key.
+        let mut wanted: Vec<Vec<u8>> = ids
             .iter()
             .map(|i| {
                 let mut k = i.to_be_bytes().to_vec();
@@ -110,14 +137,17 @@ fn flushed_reads(cache: usize) {
                 k
             })
             .collect();
+        if n == 3 {
+            wanted.insert(0, vec![0, 0, 0]);
+        }
         let keys: Vec<&[u8]> = wanted.iter().map(Vec::as_slice).collect();
         let got = snap.multi_get("c", &keys).expect("multi_get");
         assert_eq!(got.len(), keys.len());
         for (k, v) in keys.iter().zip(&got) {
             let one = snap.get("c", k).expect("get");
-            assert_eq!(v.as_deref(), one.as_deref(), "key {k:?} of {ids:?}");
+            assert_eq!(v.as_deref(), one.as_deref(), "{what}: key {k:?} of {ids:?}");
         }
-        assert!(got.iter().any(Option::is_some), "{ids:?}");
+        assert!(got.iter().any(Option::is_some), "{what}: {ids:?}");
     }
 }
 
