@@ -1437,10 +1437,6 @@ fn id_filters_read_documents_by_key() {
     }
 }
 
-/// A limited sort on one field with a single-valued index reads that index
-/// in order (in reverse when descending), equal values in id order, the
-/// null bracket (missing, null, undefined: one index value) ordered as the
-/// sort orders it, and stops at the limit.
 /// Sorted by `_id` and limited, beside an index: a page of an `_id` range
 /// read in key order, when the index's matches spread over the ids.
 #[test]
@@ -1472,6 +1468,10 @@ fn an_id_sorted_page_reads_its_range_in_key_order() {
     }
 }
 
+/// A limited sort on one field with a single-valued index reads that index
+/// in order (in reverse when descending), equal values in id order, the
+/// null bracket (missing, null, undefined: one index value) ordered as the
+/// sort orders it, and stops at the limit.
 #[test]
 fn a_limited_sort_on_a_single_valued_index_reads_it_in_order() {
     let docs: Vec<Document> = (0..3000)
