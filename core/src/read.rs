@@ -655,39 +655,24 @@ impl<'t> CollectionRead<'t> {
     }
 
     /// At most `limit` entries of index `field` whose values lie in the
-    /// encoded range `lo..hi`, in index order, starting just after the
-    /// index key `after` (at the range's start when `None`): each as its
-    /// index key (to resume after) and its document's key. What
+    /// encoded range `lo..hi`, in index order in direction `dir`, starting
+    /// past the index key `past` (forward: just after it; in reverse: just
+    /// below it; at the range's end that `dir` starts from when `None`):
+    /// each as its index key (to resume past) and its document's key. What
     /// [`index_scan`](Self::index_scan) yields, a batch at a time.
-    pub fn index_entries_after(
+    // The arguments of `index_scan`, and where a page starts and ends.
+    #[allow(clippy::too_many_arguments)]
+    pub fn index_entries_page(
         &self,
         part: &Part,
         field: &str,
         lo: Option<(&[u8], bool)>,
         hi: Option<(&[u8], bool)>,
-        after: Option<&[u8]>,
+        dir: Direction,
+        past: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.index_entries(part, field, lo, hi, Direction::Forward, after)?
-            .take(limit)
-            .map(|e| e.map(|(key, doc)| (key.into_owned(), doc)))
-            .collect()
-    }
-
-    /// [`index_entries_after`](Self::index_entries_after) in reverse: at
-    /// most `limit` entries of index `field` in the encoded range `lo..hi`
-    /// below index key `before` (exclusive), each as its index key and
-    /// document key, descending.
-    pub fn index_entries_before(
-        &self,
-        part: &Part,
-        field: &str,
-        lo: Option<(&[u8], bool)>,
-        hi: Option<(&[u8], bool)>,
-        before: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.index_entries(part, field, lo, hi, Direction::Reverse, before)?
+        self.index_entries(part, field, lo, hi, dir, past)?
             .take(limit)
             .map(|e| e.map(|(key, doc)| (key.into_owned(), doc)))
             .collect()

@@ -1237,9 +1237,15 @@ impl<'t, T> Cursor<'t, T> {
                         return Ok(());
                     };
                     let (lo, hi) = crate::plan::interval_range(interval);
-                    let entries = self
-                        .read
-                        .index_entries_after(p, field, lo, hi, after.as_deref(), want)?;
+                    let entries = self.read.index_entries_page(
+                        p,
+                        field,
+                        lo,
+                        hi,
+                        Direction::Forward,
+                        after.as_deref(),
+                        want,
+                    )?;
                     // A full batch resumes after its last entry; a short one
                     // ends this interval's range.
                     let resume = match entries.last() {
@@ -1421,11 +1427,12 @@ impl<'t, T> Cursor<'t, T> {
         let read = self.read.clone();
         if let Some((v, after)) = value {
             // One value's entries, forward: ids ascending.
-            let run = read.index_entries_after(
+            let run = read.index_entries_page(
                 &part,
                 &field,
                 Some((&v, true)),
                 Some((&v, true)),
+                Direction::Forward,
                 after.as_deref(),
                 want,
             )?;
@@ -1447,14 +1454,16 @@ impl<'t, T> Cursor<'t, T> {
             });
         }
         let (lo, hi) = crate::plan::interval_range(interval);
-        let entries = read.index_entries_before(&part, &field, lo, hi, bound.as_deref(), want)?;
+        let entries =
+            read.index_entries_page(&part, &field, lo, hi, Direction::Reverse, bound.as_deref(), want)?;
         let full = entries.len() == want;
         let value_at = keys::index_prefix(part.as_bytes(), &field).len();
         let id_at = keys::doc_prefix(part.as_bytes()).len();
         // An entry's encoded value: its index key without the prefix and the id.
-        let value_of = |(key, doc): &(Vec<u8>, Vec<u8>)| -> Vec<u8> {
-            key[value_at..key.len() - (doc.len() - id_at)].to_vec()
-        };
+        fn value_of(entry: &(Vec<u8>, Vec<u8>), value_at: usize, id_at: usize) -> &[u8] {
+            let (key, doc) = entry;
+            &key[value_at..key.len() - (doc.len() - id_at)]
+        }
         let mut docs: Vec<Vec<u8>> = Vec::new();
         let mut next = State::Ordered {
             iv: iv + 1,
@@ -1463,14 +1472,17 @@ impl<'t, T> Cursor<'t, T> {
         };
         let mut i = 0;
         while i < entries.len() {
-            let v = value_of(&entries[i]);
-            let j = i + entries[i..].iter().take_while(|e| value_of(e) == v).count();
+            let v = value_of(&entries[i], value_at, id_at);
+            let j = i + entries[i..]
+                .iter()
+                .take_while(|e| value_of(e, value_at, id_at) == v)
+                .count();
             if j == entries.len() && full {
                 next = if i == 0 {
                     State::Ordered {
                         iv,
                         bound,
-                        value: Some((v, None)),
+                        value: Some((v.to_vec(), None)),
                     }
                 } else {
                     State::Ordered {
