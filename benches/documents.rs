@@ -662,6 +662,46 @@ fn bench_documents(c: &mut Criterion) {
                 BatchSize::PerIteration,
             )
         });
+        // The same in 10 batches (10 `insert_many` calls, 10 SQLite
+        // transactions), as slate-bench's row: from the second batch on the
+        // collection has documents, so every new id is looked for.
+        let batch_len = n.div_ceil(10);
+        group.bench_function("bulk_insert_batches/slate-memory", |b| {
+            b.iter_batched(
+                || {
+                    let coll = Db::memory().create_collection(config()).expect("collection");
+                    (coll, docs.clone())
+                },
+                |(coll, docs)| {
+                    let mut docs = docs.into_iter();
+                    loop {
+                        let batch: Vec<Document> = docs.by_ref().take(batch_len).collect();
+                        if batch.is_empty() {
+                            break coll;
+                        }
+                        coll.insert_many(batch).expect("insert");
+                    }
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        group.bench_function("bulk_insert_batches/sqlite", |b| {
+            b.iter_batched(
+                || {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    let conn = Connection::open(dir.path().join("docs.sqlite")).expect("open");
+                    sqlite_schema(&conn);
+                    (conn, dir)
+                },
+                |(mut conn, dir)| {
+                    for batch in recs.chunks(batch_len) {
+                        sqlite_load(&mut conn, batch);
+                    }
+                    (conn, dir)
+                },
+                BatchSize::PerIteration,
+            )
+        });
         group.bench_function("bulk_insert/sqlite", |b| {
             b.iter_batched(
                 || {

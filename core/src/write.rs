@@ -18,7 +18,7 @@ use crate::keys;
 use crate::read::{
     decode_doc_key, read_collection, read_config, read_count, split_doc_key, CollectionRead, Part, SnapRef,
 };
-use crate::store::{self, Bytes, Direction};
+use crate::store::{self, Bytes, Direction, KeyRange};
 use crate::value::{encode_id, FieldPath};
 use crate::vectors::{extract_vector, f32s_to_le, VectorOp};
 use crate::{Database, Error, Result};
@@ -549,19 +549,34 @@ impl<'db> WriteTxn<'db> {
             let ok = |i: usize| prepared[i].as_ref().expect("prepared before the first failure");
             let repeat = first_repeat(good, |i| ok(i).doc_key.as_slice());
             let this = &*self;
-            // A collection without documents (a first load) has no id to
-            // take: one seek shows it, instead of a lookup per document.
-            let empty = config.partition_key.is_none()
-                && this
-                    .txn
-                    .prefix(&cf, &keys::doc_prefix(&[]), Direction::Forward)?
-                    .next()
-                    .is_none();
-            let refused = (0..repeat.unwrap_or(good))
+            let checked = repeat.unwrap_or(good);
+            // When no stored key lies between the smallest and the largest
+            // of the new keys (a first load, or a batch appended after the
+            // stored ids, as ascending ids and generated ObjectIds are), no
+            // id is taken: one seek shows it, instead of a lookup per
+            // document.
+            let bounds = (0..checked)
+                .map(|i| ok(i).doc_key.as_slice())
+                .fold(None, |b, k| match b {
+                    None => Some((k, k)),
+                    Some((lo, hi)) => Some((k.min(lo), k.max(hi))),
+                });
+            let free = match bounds {
+                None => true,
+                Some((lo, hi)) => {
+                    let mut end = hi.to_vec();
+                    end.push(0);
+                    this.txn
+                        .range(&cf, &KeyRange::new(lo, end), Direction::Forward)?
+                        .next()
+                        .is_none()
+                }
+            };
+            let refused = (0..checked)
                 .into_par_iter()
                 .map(|i| {
                     this.check_partition(&config, parts, ok(i))?;
-                    if empty {
+                    if free {
                         return Ok(());
                     }
                     this.check_id_free(&config, &cf, ok(i))

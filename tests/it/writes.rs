@@ -133,6 +133,61 @@ fn insert_many_with_a_duplicate_writes_nothing() {
     }
 }
 
+/// A batch is checked for taken ids with one seek when no stored key lies
+/// between its smallest and largest id: a taken id at either end of that
+/// range, or one written earlier in the same transaction, is still found, and
+/// batches before or after the stored ids go in.
+#[test]
+fn insert_many_finds_a_taken_id_at_either_end_of_its_ids() {
+    for t in backends() {
+        let coll = collection(&t, "c", three());
+        for (batch, taken) in [(vec![3, 7, 5], "3"), (vec![0, -4, 1], "1"), (vec![2], "2")] {
+            let docs: Vec<Document> = batch
+                .iter()
+                .map(|&id| doc! { "_id": id, "status": "z" })
+                .collect();
+            match coll.insert_many(docs) {
+                Err(Error::Core(CoreError::DuplicateId { id, .. })) => {
+                    assert_eq!(id, taken, "[{}] {batch:?}", t.backend)
+                }
+                other => panic!("[{}] {batch:?} over taken id {taken}: {other:?}", t.backend),
+            }
+        }
+        assert_eq!(
+            coll.count(doc! { "status": "z" }).expect("count"),
+            0,
+            "[{}]",
+            t.backend
+        );
+
+        // Written earlier in the same transaction, not yet committed.
+        let mut txn = t.db.begin().expect("begin");
+        txn.insert("c", doc! { "_id": 9 }).expect("insert 9");
+        let err = txn
+            .insert_many("c", vec![doc! { "_id": 8 }, doc! { "_id": 9 }])
+            .expect_err("9 taken in the transaction");
+        assert!(
+            err.to_string().contains("duplicate _id 9"),
+            "[{}] {err}",
+            t.backend
+        );
+        txn.rollback();
+
+        // After the stored ids, before them, and between two of them.
+        coll.insert_many(vec![doc! { "_id": 4 }, doc! { "_id": 6 }])
+            .expect("after");
+        coll.insert_many(vec![doc! { "_id": -2 }, doc! { "_id": 0 }])
+            .expect("before");
+        coll.insert_many(vec![doc! { "_id": 5 }]).expect("between");
+        let ids: Vec<Bson> = all(&coll)
+            .iter()
+            .map(|d| d.get("_id").cloned().expect("_id"))
+            .collect();
+        let want: Vec<Bson> = [-2, 0, 1, 2, 3, 4, 5, 6].into_iter().map(Bson::Int32).collect();
+        assert_eq!(ids, want, "[{}]", t.backend);
+    }
+}
+
 /// `{"n": {"n": ... 1 ...}}` with `levels` documents below the top one.
 fn nested(levels: usize) -> Bson {
     (0..levels).fold(Bson::Int32(1), |inner, _| Bson::Document(doc! { "n": inner }))
