@@ -83,6 +83,7 @@ impl<'c> Find<'c> {
             limit: self.limit,
             projection: self.projection.clone(),
             filter_text,
+            explain,
         })
     }
 

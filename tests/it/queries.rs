@@ -2435,3 +2435,57 @@ fn a_damaged_document_ends_a_find_after_the_matches_before_it() {
         assert_eq!(items.iter().filter(|i| i.is_err()).count(), 1, "{n}");
     }
 }
+
+/// A limited, unsorted find on one indexed condition (or on `_id` alone)
+/// reads that index or those keys without counting them first; `explain`
+/// still counts them up to the limit, exactly when fewer match, and the
+/// run returns what the count-first plan returned.
+#[test]
+fn a_lone_limited_condition_is_counted_for_explain_only() {
+    for t in backends() {
+        let b = t.backend;
+        let coll =
+            t.db.create_collection(CollectionConfig::new("lone").index("status"))
+                .expect("create");
+        let docs: Vec<Document> = (0..300)
+            .map(|i| doc! { "_id": i, "status": if i % 60 == 0 { "rare" } else { "common" } })
+            .collect();
+        coll.insert_many(docs).expect("insert");
+        let ids = |docs: Vec<Document>| -> Vec<i32> {
+            docs.iter().map(|d| d.get_i32("_id").expect("_id")).collect()
+        };
+        for (filter, limit, estimate, capped, want) in [
+            (
+                doc! { "status": "rare" },
+                10,
+                5,
+                false,
+                vec![0, 60, 120, 180, 240],
+            ),
+            (doc! { "status": "common" }, 4, 4, true, vec![1, 2, 3, 4]),
+            (doc! { "_id": { "$gte": 297 } }, 10, 3, false, vec![297, 298, 299]),
+            (doc! { "_id": { "$gt": 100 } }, 2, 2, true, vec![101, 102]),
+        ] {
+            let find = coll.find(filter.clone()).limit(limit);
+            let source = find.clone().explain().expect("explain").source;
+            let (got_estimate, got_capped) = match &source {
+                Source::IndexScan { estimate, capped, .. } | Source::IdScan { estimate, capped, .. } => {
+                    (*estimate, *capped)
+                }
+                other => panic!("[{b}] {filter}: {other:?}"),
+            };
+            assert_eq!((got_estimate, got_capped), (estimate, capped), "[{b}] {filter}");
+            assert_eq!(ids(find.run().expect("run")), want, "[{b}] {filter}");
+            // Skipped: the whole read's matches after the first.
+            let all = ids(coll.find(filter.clone()).run().expect("all"));
+            let skipped = coll
+                .find(filter.clone())
+                .skip(1)
+                .limit(limit)
+                .run()
+                .expect("skip");
+            let after_first: Vec<i32> = all.into_iter().skip(1).take(limit).collect();
+            assert_eq!(ids(skipped), after_first, "[{b}] {filter} skip 1");
+        }
+    }
+}

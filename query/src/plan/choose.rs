@@ -41,6 +41,9 @@ pub struct FindSpec {
     pub projection: Option<Vec<String>>,
     /// The filter as the user wrote it, for `explain` (e.g. its JSON).
     pub filter_text: Option<String>,
+    /// Planned to be shown: every estimate is counted, even one that
+    /// cannot change the plan (see [`UNCOUNTED_WANT`]).
+    pub explain: bool,
 }
 
 /// What an index on `field` can answer of (part of) the filter; on `_id`,
@@ -70,6 +73,13 @@ const ID: &str = "_id";
 /// to show the count of a short range, while a long one (chosen anyway) is
 /// not read twice.
 const ID_RANGE_COUNT: u64 = 1_000;
+/// A filter with one indexable condition (and no `$or`), limited to at most
+/// this many documents (skip included) and unsorted (or, on `_id`, sorted
+/// any way), is read through that condition's index or keys whatever they
+/// hold: a run does not count them first (the count would read the same
+/// entries, or documents, the run then reads), and estimates the limit.
+/// `explain` still counts them, to show.
+const UNCOUNTED_WANT: u64 = 1_000;
 
 /// The indexable conjuncts of `filter`, one per indexed field, and its
 /// conjuncts on `_id` (answered by the document keys: an index on `_id`
@@ -264,9 +274,38 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     };
     let source = match &spec.filter {
         Some(filter) => {
-            let preds = index_predicates(read, filter)?;
+            let mut preds = index_predicates(read, filter)?;
             let no_or = !filter.conjuncts().iter().any(|c| matches!(c, Filter::Or(_)));
-            if preds.len() == 1 && preds[0].on_id() && no_or {
+            let lone = preds.len() == 1 && no_or;
+            let uncounted = want.filter(|&w| {
+                !spec.explain && lone && w <= UNCOUNTED_WANT && (preds[0].on_id() || spec.sort.is_empty())
+            });
+            if let Some(want) = uncounted {
+                let p = preds.swap_remove(0);
+                let estimate = want.min(total);
+                return finish_plan(
+                    read,
+                    parts,
+                    spec,
+                    total,
+                    if p.on_id() {
+                        Source::IdScan {
+                            intervals: p.intervals,
+                            estimate,
+                            capped: false,
+                        }
+                    } else {
+                        Source::IndexScan {
+                            field: p.field,
+                            intervals: p.intervals,
+                            estimate,
+                            capped: false,
+                            multikey: p.multikey,
+                        }
+                    },
+                );
+            }
+            if lone && preds[0].on_id() {
                 // A lone `_id` condition is the source whatever a range of it
                 // holds (never more than the scan): its count is only shown.
                 cap = cap.min(want.unwrap_or(ID_RANGE_COUNT).max(1));
@@ -274,8 +313,7 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
                 // One index and no `$or`: that index is the source whatever
                 // its count, so it is counted only as far as the limit (an
                 // exact estimate when fewer match).
-                let only = preds.len() == 1 && no_or;
-                cap = if only {
+                cap = if lone {
                     cap.min(want.max(1))
                 } else {
                     cap.min(want.saturating_mul(LOOKUP_COST).max(64))
@@ -316,6 +354,23 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
         }
         None => Source::Scan { estimate: total },
     };
+    finish_plan(read, parts, spec, total, source)
+}
+
+/// The plan of `spec` reading `source`: in key or index order when that
+/// serves its sort, the filter dropped when the source answers it exactly.
+fn finish_plan(
+    read: &CollectionRead<'_>,
+    parts: &[Part],
+    spec: &FindSpec,
+    total: u64,
+    source: Source,
+) -> Result<Plan> {
+    let id_sort = spec
+        .sort
+        .first()
+        .filter(|f| f.path.as_str() == ID && parts.len() == 1);
+    let id_sorted = id_sort.is_some();
     // A scan or an `_id` scan of one partition reads in `_id` order, or in
     // reverse: a sort whose first field is `_id` is one of them (the `_id`s
     // are distinct: later fields never decide), and the documents stream, a
