@@ -664,7 +664,8 @@ fn bench_documents(c: &mut Criterion) {
         });
         // The same in 10 batches (10 `insert_many` calls, 10 SQLite
         // transactions), as slate-bench's row: from the second batch on the
-        // collection has documents, so every new id is looked for.
+        // collection has documents (the ids ascend, so each batch lands
+        // after the stored ones).
         let batch_len = n.div_ceil(10);
         group.bench_function("bulk_insert_batches/slate-memory", |b| {
             b.iter_batched(

@@ -2475,6 +2475,9 @@ fn a_lone_limited_condition_is_counted_for_explain_only() {
                 other => panic!("[{b}] {filter}: {other:?}"),
             };
             assert_eq!((got_estimate, got_capped), (estimate, capped), "[{b}] {filter}");
+            // A run plans without counting: it expects the limit.
+            let cursor = coll.find(filter.clone()).limit(limit).iter().expect("iter");
+            assert_eq!(cursor.expected_len(), limit, "[{b}] {filter}");
             assert_eq!(ids(find.run().expect("run")), want, "[{b}] {filter}");
             // Skipped: the whole read's matches after the first.
             let all = ids(coll.find(filter.clone()).run().expect("all"));
@@ -2487,5 +2490,26 @@ fn a_lone_limited_condition_is_counted_for_explain_only() {
             let after_first: Vec<i32> = all.into_iter().skip(1).take(limit).collect();
             assert_eq!(ids(skipped), after_first, "[{b}] {filter} skip 1");
         }
+        // Past 1,000 documents wanted, or exact `_id` values: counted.
+        let past = coll
+            .find(doc! { "status": "rare" })
+            .limit(1001)
+            .iter()
+            .expect("iter");
+        assert_eq!(past.expected_len(), 5, "[{b}] limit 1001");
+        let points = coll
+            .find(doc! { "_id": { "$in": [3, 4] } })
+            .limit(10)
+            .iter()
+            .expect("iter");
+        assert_eq!(points.expected_len(), 2, "[{b}] _id values");
+        // Sorted by `_id`, an `_id` range is not counted either.
+        let sorted = coll
+            .find(doc! { "_id": { "$gte": 290 } })
+            .sort("_id:desc")
+            .limit(4)
+            .run()
+            .expect("sorted");
+        assert_eq!(ids(sorted), [299, 298, 297, 296], "[{b}] _id desc");
     }
 }

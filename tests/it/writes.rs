@@ -141,7 +141,13 @@ fn insert_many_with_a_duplicate_writes_nothing() {
 fn insert_many_finds_a_taken_id_at_either_end_of_its_ids() {
     for t in backends() {
         let coll = collection(&t, "c", three());
-        for (batch, taken) in [(vec![3, 7, 5], "3"), (vec![0, -4, 1], "1"), (vec![2], "2")] {
+        for (batch, taken) in [
+            (vec![3, 7, 5], "3"),
+            (vec![7, 3, 5], "3"),
+            (vec![0, -4, 1], "1"),
+            (vec![0, 1, -4], "1"),
+            (vec![2], "2"),
+        ] {
             let docs: Vec<Document> = batch
                 .iter()
                 .map(|&id| doc! { "_id": id, "status": "z" })
@@ -179,12 +185,46 @@ fn insert_many_finds_a_taken_id_at_either_end_of_its_ids() {
         coll.insert_many(vec![doc! { "_id": -2 }, doc! { "_id": 0 }])
             .expect("before");
         coll.insert_many(vec![doc! { "_id": 5 }]).expect("between");
+        // Around stored ids without taking one: each id looked up.
+        coll.insert_many(vec![doc! { "_id": 9 }, doc! { "_id": -1 }])
+            .expect("around");
         let ids: Vec<Bson> = all(&coll)
             .iter()
             .map(|d| d.get("_id").cloned().expect("_id"))
             .collect();
-        let want: Vec<Bson> = [-2, 0, 1, 2, 3, 4, 5, 6].into_iter().map(Bson::Int32).collect();
+        let want: Vec<Bson> = [-2, -1, 0, 1, 2, 3, 4, 5, 6, 9]
+            .into_iter()
+            .map(Bson::Int32)
+            .collect();
         assert_eq!(ids, want, "[{}]", t.backend);
+
+        // Partitioned: other partitions' documents and index entries lie
+        // between a batch's keys; a taken id is found in its partition.
+        let parted =
+            t.db.create_collection(CollectionConfig::new("p").partition_key("tenant").index("status"))
+                .expect("create");
+        let tenant = |tenant: &str, ids: &[i32]| -> Vec<Document> {
+            ids.iter()
+                .map(|&id| doc! { "_id": id, "tenant": tenant, "status": "s" })
+                .collect()
+        };
+        parted.insert_many(tenant("a", &[1, 2])).expect("a");
+        parted.insert_many(tenant("c", &[1, 2])).expect("c");
+        parted
+            .insert_many(tenant("b", &[1, 2]))
+            .expect("b, between a and c");
+        let mut batch = tenant("a", &[3]);
+        batch.extend(tenant("c", &[2]));
+        let err = parted.insert_many(batch).expect_err("c's 2 taken");
+        assert!(
+            err.to_string().contains("duplicate _id 2"),
+            "[{}] {err}",
+            t.backend
+        );
+        for name in ["a", "b", "c"] {
+            let n = parted.partition(name).count(doc! {}).expect("count");
+            assert_eq!(n, 2, "[{}] partition {name}", t.backend);
+        }
     }
 }
 

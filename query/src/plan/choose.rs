@@ -78,7 +78,8 @@ const ID_RANGE_COUNT: u64 = 1_000;
 /// any way), is read through that condition's index or keys whatever they
 /// hold: a run does not count them first (the count would read the same
 /// entries, or documents, the run then reads), and estimates the limit.
-/// `explain` still counts them, to show.
+/// `explain` still counts them, to show. (Exact `_id` values are counted
+/// without reading anything, so they are always counted.)
 const UNCOUNTED_WANT: u64 = 1_000;
 
 /// The indexable conjuncts of `filter`, one per indexed field, and its
@@ -277,8 +278,14 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
             let mut preds = index_predicates(read, filter)?;
             let no_or = !filter.conjuncts().iter().any(|c| matches!(c, Filter::Or(_)));
             let lone = preds.len() == 1 && no_or;
+            // Not `_id` values alone: counted for free (one each, nothing
+            // read), and on a small collection a scan can cost less.
             let uncounted = want.filter(|&w| {
-                !spec.explain && lone && w <= UNCOUNTED_WANT && (preds[0].on_id() || spec.sort.is_empty())
+                !spec.explain
+                    && lone
+                    && w <= UNCOUNTED_WANT
+                    && (preds[0].on_id() || spec.sort.is_empty())
+                    && !(preds[0].on_id() && preds[0].intervals.iter().all(Interval::is_point))
             });
             if let Some(want) = uncounted {
                 let p = preds.swap_remove(0);
