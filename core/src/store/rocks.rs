@@ -95,12 +95,6 @@ impl RocksStoreBuilder {
             (self.block_cache_bytes > 0).then(|| Cache::new_hyper_clock_cache(self.block_cache_bytes, 0));
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
-        // 16 KiB data blocks instead of RocksDB's 4 KiB: a scan opens a
-        // quarter as many blocks (each a cache lookup and an iterator set
-        // up), which took RocksStore's scans of the documents bench from
-        // 1.84-2.08x SQLite's time to 1.71-1.81x; single gets, which search
-        // a cached block by its restart points, did not change.
-        table.set_block_size(16 * 1024);
         match &cache {
             Some(cache) => {
                 table.set_block_cache(cache);
