@@ -130,6 +130,23 @@ fn to_doc(r: &Rec) -> Document {
     }
 }
 
+/// Inserts `docs` in `insert_many` calls of `per` documents (one call, the
+/// `Vec` handed over as it is, when they all fit).
+fn insert_batches(coll: &Collection, docs: Vec<Document>, per: usize) {
+    if docs.len() <= per {
+        coll.insert_many(docs).expect("insert");
+        return;
+    }
+    let mut docs = docs.into_iter();
+    loop {
+        let batch: Vec<Document> = docs.by_ref().take(per).collect();
+        if batch.is_empty() {
+            return;
+        }
+        coll.insert_many(batch).expect("insert");
+    }
+}
+
 fn config() -> CollectionConfig {
     CollectionConfig::new(COLL).index("status")
 }
@@ -634,19 +651,6 @@ fn bench_documents(c: &mut Criterion) {
         // Bulk insert of N documents into a fresh collection with one index.
         let docs: Vec<Document> = recs.iter().map(to_doc).collect();
         group.throughput(Throughput::Elements(n as u64));
-        group.bench_function("bulk_insert/slate-memory", |b| {
-            b.iter_batched(
-                || {
-                    let coll = Db::memory().create_collection(config()).expect("collection");
-                    (coll, docs.clone())
-                },
-                |(coll, docs)| {
-                    coll.insert_many(docs).expect("insert");
-                    coll
-                },
-                BatchSize::PerIteration,
-            )
-        });
         group.bench_function("bulk_insert/slate-rocks", |b| {
             b.iter_batched(
                 || {
@@ -662,62 +666,42 @@ fn bench_documents(c: &mut Criterion) {
                 BatchSize::PerIteration,
             )
         });
-        // The same in 10 batches (10 `insert_many` calls, 10 SQLite
-        // transactions), as slate-bench's row: from the second batch on the
+        // In one `insert_many` (one SQLite transaction), and in 10 (10
+        // transactions) as slate-bench's row: from the second batch on the
         // collection has documents (the ids ascend, so each batch lands
         // after the stored ones).
-        let batch_len = n.div_ceil(10);
-        group.bench_function("bulk_insert_batches/slate-memory", |b| {
-            b.iter_batched(
-                || {
-                    let coll = Db::memory().create_collection(config()).expect("collection");
-                    (coll, docs.clone())
-                },
-                |(coll, docs)| {
-                    let mut docs = docs.into_iter();
-                    loop {
-                        let batch: Vec<Document> = docs.by_ref().take(batch_len).collect();
-                        if batch.is_empty() {
-                            break coll;
+        for (name, per) in [("bulk_insert", n.max(1)), ("bulk_insert_batches", n.div_ceil(10))] {
+            group.bench_function(format!("{name}/slate-memory"), |b| {
+                b.iter_batched(
+                    || {
+                        let coll = Db::memory().create_collection(config()).expect("collection");
+                        (coll, docs.clone())
+                    },
+                    |(coll, docs)| {
+                        insert_batches(&coll, docs, per);
+                        coll
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+            group.bench_function(format!("{name}/sqlite"), |b| {
+                b.iter_batched(
+                    || {
+                        let dir = tempfile::tempdir().expect("tempdir");
+                        let conn = Connection::open(dir.path().join("docs.sqlite")).expect("open");
+                        sqlite_schema(&conn);
+                        (conn, dir)
+                    },
+                    |(mut conn, dir)| {
+                        for batch in recs.chunks(per) {
+                            sqlite_load(&mut conn, batch);
                         }
-                        coll.insert_many(batch).expect("insert");
-                    }
-                },
-                BatchSize::PerIteration,
-            )
-        });
-        group.bench_function("bulk_insert_batches/sqlite", |b| {
-            b.iter_batched(
-                || {
-                    let dir = tempfile::tempdir().expect("tempdir");
-                    let conn = Connection::open(dir.path().join("docs.sqlite")).expect("open");
-                    sqlite_schema(&conn);
-                    (conn, dir)
-                },
-                |(mut conn, dir)| {
-                    for batch in recs.chunks(batch_len) {
-                        sqlite_load(&mut conn, batch);
-                    }
-                    (conn, dir)
-                },
-                BatchSize::PerIteration,
-            )
-        });
-        group.bench_function("bulk_insert/sqlite", |b| {
-            b.iter_batched(
-                || {
-                    let dir = tempfile::tempdir().expect("tempdir");
-                    let conn = Connection::open(dir.path().join("docs.sqlite")).expect("open");
-                    sqlite_schema(&conn);
-                    (conn, dir)
-                },
-                |(mut conn, dir)| {
-                    sqlite_load(&mut conn, &recs);
-                    (conn, dir)
-                },
-                BatchSize::PerIteration,
-            )
-        });
+                        (conn, dir)
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
         group.finish();
     }
 }
