@@ -178,6 +178,10 @@ impl Snapshot for TrackedSnapshot<'_> {
         self.inner.visit(cf, range, f)
     }
 
+    fn any_in(&self, cf: &str, range: &KeyRange) -> Result<Option<bool>> {
+        self.inner.any_in(cf, range)
+    }
+
     fn has_cf(&self, cf: &str) -> bool {
         self.inner.has_cf(cf)
     }

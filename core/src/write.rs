@@ -554,7 +554,8 @@ impl<'db> WriteTxn<'db> {
             // of the new keys (a first load, or a batch appended after the
             // stored ids, as ascending ids and generated ObjectIds are), no
             // id is taken: one seek shows it, instead of a lookup per
-            // document.
+            // document. A seek that gives up (many deleted entries there)
+            // leaves it to the lookups.
             let bounds = (0..checked)
                 .map(|i| ok(i).doc_key.as_slice())
                 .fold(None, |b, k| match b {
@@ -566,10 +567,7 @@ impl<'db> WriteTxn<'db> {
                 Some((lo, hi)) => {
                     let mut end = hi.to_vec();
                     end.push(0);
-                    this.txn
-                        .range(&cf, &KeyRange::new(lo, end), Direction::Forward)?
-                        .next()
-                        .is_none()
+                    this.txn.any_in(&cf, &KeyRange::new(lo, end))? == Some(false)
                 }
             };
             let refused = (0..checked)

@@ -198,6 +198,27 @@ fn insert_many_finds_a_taken_id_at_either_end_of_its_ids() {
             .collect();
         assert_eq!(ids, want, "[{}]", t.backend);
 
+        // After a delete of many ids the one seek gives up (on RocksDB),
+        // and each id is looked up: a freed id goes in, a kept one is taken.
+        coll.insert_many((100..400).map(|i| doc! { "_id": i }).collect::<Vec<_>>())
+            .expect("300 more");
+        coll.delete_many(doc! { "_id": { "$gte": 100, "$lt": 399 } })
+            .expect("delete");
+        coll.insert_many(vec![doc! { "_id": 100 }, doc! { "_id": 398 }])
+            .expect("freed ids");
+        let err = coll
+            .insert_many(vec![doc! { "_id": 150 }, doc! { "_id": 399 }])
+            .expect_err("399 kept");
+        assert!(
+            err.to_string().contains("duplicate _id 399"),
+            "[{}] {err}",
+            t.backend
+        );
+        for id in [100, 398, 399] {
+            assert!(coll.get(id).expect("get").is_some(), "[{}] {id}", t.backend);
+        }
+        assert_eq!(coll.get(150).expect("get"), None, "[{}]", t.backend);
+
         // Partitioned: other partitions' documents and index entries lie
         // between a batch's keys; a taken id is found in its partition.
         let parted =

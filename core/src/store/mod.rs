@@ -104,6 +104,18 @@ pub trait Snapshot: Send + Sync {
         visit_entries(self.range(cf, range, Direction::Forward)?, f)
     }
 
+    /// Whether any key of `cf` lies in `range`; `None` when the backend gave
+    /// up finding out (RocksDB, after stepping over many deleted or older
+    /// entries), for the caller to answer another way.
+    fn any_in(&self, cf: &str, range: &KeyRange) -> Result<Option<bool>> {
+        Ok(Some(
+            self.range(cf, range, Direction::Forward)?
+                .next()
+                .transpose()?
+                .is_some(),
+        ))
+    }
+
     /// Entries whose keys start with `prefix`.
     fn prefix(&self, cf: &str, prefix: &[u8], dir: Direction) -> Result<EntryIter<'_>> {
         self.range(cf, &KeyRange::prefix(prefix), dir)

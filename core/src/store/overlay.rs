@@ -214,6 +214,23 @@ impl<'a> WriteTxn<'a> {
         }))
     }
 
+    /// Whether any key of `cf` lies in `range` as this transaction sees it
+    /// ([`Snapshot::any_in`]); `None` when the store gave up, or when this
+    /// transaction deleted keys there (its deletes may hide every stored
+    /// key in the range).
+    pub fn any_in(&self, cf: &str, range: &KeyRange) -> Result<Option<bool>> {
+        if let Some(changes) = self.changes.get(cf) {
+            let mut own = changes.writes.range::<[u8], _>(range.bounds());
+            if own.clone().any(|(_, w)| w.is_some()) {
+                return Ok(Some(true));
+            }
+            if own.next().is_some() || !changes.ranges.is_empty() {
+                return Ok(None);
+            }
+        }
+        self.base.any_in(cf, range)
+    }
+
     /// Entries of `cf` whose keys start with `prefix`.
     pub fn prefix(&self, cf: &str, prefix: &[u8], dir: Direction) -> Result<EntryIter<'_>> {
         self.range(cf, &KeyRange::prefix(prefix), dir)
@@ -298,6 +315,10 @@ impl Snapshot for WriteTxn<'_> {
             return self.base.count_range(cf, range, cap);
         }
         count_visited(|f| self.visit(cf, range, f), cap)
+    }
+
+    fn any_in(&self, cf: &str, range: &KeyRange) -> Result<Option<bool>> {
+        WriteTxn::any_in(self, cf, range)
     }
 
     fn has_cf(&self, cf: &str) -> bool {

@@ -597,6 +597,34 @@ impl Snapshot for RocksSnapshot<'_> {
         Ok(iter.status()?)
     }
 
+    /// One seek, giving up (`None`) past [`WALK_MAX_HIDDEN`] deleted or
+    /// older entries: a range emptied by a large delete is not stepped
+    /// through tombstone by tombstone.
+    fn any_in(&self, cf: &str, range: &KeyRange) -> Result<Option<bool>> {
+        let handle = self.cf(cf)?;
+        if range.is_empty() {
+            return Ok(Some(false));
+        }
+        let mut opts = self.read_opts();
+        if let Some(end) = &range.end {
+            opts.set_iterate_upper_bound(end.clone());
+        }
+        opts.set_max_skippable_internal_keys(WALK_MAX_HIDDEN);
+        let mut iter = self.store.db.raw_iterator_cf_opt(handle, opts);
+        match &range.start {
+            Some(start) => iter.seek(start),
+            None => iter.seek_to_first(),
+        }
+        if iter.valid() {
+            return Ok(Some(true));
+        }
+        match iter.status() {
+            Ok(()) => Ok(Some(false)),
+            Err(e) if e.kind() == rocksdb::ErrorKind::Incomplete => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     fn has_cf(&self, cf: &str) -> bool {
         self.handles.contains_key(cf)
     }

@@ -268,3 +268,50 @@ fn a_database_from_a_newer_format_is_refused() {
         "{err}"
     );
 }
+
+/// `any_in` answers with one seek, and gives up (`None`) rather than step
+/// over a long run of deleted keys; a transaction's own writes answer
+/// first, and its deletes leave the answer open.
+#[test]
+fn any_in_gives_up_past_many_deleted_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = RocksStore::open(dir.path()).expect("open");
+    store.create_cf("c").expect("create");
+    let key = |i: u32| i.to_be_bytes().to_vec();
+    let mut txn = store.begin_write().expect("txn");
+    for i in 0..300u32 {
+        txn.put("c", key(i), b"v".to_vec()).expect("put");
+    }
+    txn.commit().expect("commit");
+    let mut txn = store.begin_write().expect("txn");
+    for i in 0..200u32 {
+        txn.delete("c", key(i)).expect("delete");
+    }
+    txn.commit().expect("commit");
+    let snap = store.snapshot();
+    let any = |lo: u32, hi: u32| {
+        snap.any_in("c", &KeyRange::new(key(lo), key(hi)))
+            .expect("any_in")
+    };
+    assert_eq!(any(250, 260), Some(true), "live keys");
+    assert_eq!(any(300, 400), Some(false), "past the last key");
+    assert_eq!(any(0, 10), Some(false), "a few deleted keys are stepped over");
+    assert_eq!(any(0, 200), None, "200 deleted keys: gave up");
+    assert_eq!(any(0, 250), None, "gave up before the live keys after them");
+
+    let mut txn = store.begin_write().expect("txn");
+    txn.put("c", key(5), b"v".to_vec()).expect("put");
+    txn.delete("c", key(260)).expect("delete");
+    assert_eq!(
+        txn.any_in("c", &KeyRange::new(key(0), key(10))).expect("own"),
+        Some(true)
+    );
+    assert_eq!(
+        txn.any_in("c", &KeyRange::new(key(255), key(265))).expect("own"),
+        None
+    );
+    assert_eq!(
+        txn.any_in("c", &KeyRange::new(key(270), key(280))).expect("base"),
+        Some(true)
+    );
+}
