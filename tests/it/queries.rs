@@ -2451,9 +2451,6 @@ fn a_lone_limited_condition_is_counted_for_explain_only() {
             .map(|i| doc! { "_id": i, "status": if i % 60 == 0 { "rare" } else { "common" } })
             .collect();
         coll.insert_many(docs).expect("insert");
-        let ids = |docs: Vec<Document>| -> Vec<i32> {
-            docs.iter().map(|d| d.get_i32("_id").expect("_id")).collect()
-        };
         for (filter, limit, estimate, capped, want) in [
             (
                 doc! { "status": "rare" },
@@ -2478,17 +2475,17 @@ fn a_lone_limited_condition_is_counted_for_explain_only() {
             // A run plans without counting: it expects the limit.
             let cursor = coll.find(filter.clone()).limit(limit).iter().expect("iter");
             assert_eq!(cursor.expected_len(), limit, "[{b}] {filter}");
-            assert_eq!(ids(find.run().expect("run")), want, "[{b}] {filter}");
+            assert_eq!(ids(&find.run().expect("run")), want, "[{b}] {filter}");
             // Skipped: the whole read's matches after the first.
-            let all = ids(coll.find(filter.clone()).run().expect("all"));
+            let all = ids(&coll.find(filter.clone()).run().expect("all"));
             let skipped = coll
                 .find(filter.clone())
                 .skip(1)
                 .limit(limit)
                 .run()
                 .expect("skip");
-            let after_first: Vec<i32> = all.into_iter().skip(1).take(limit).collect();
-            assert_eq!(ids(skipped), after_first, "[{b}] {filter} skip 1");
+            let after_first: Vec<i64> = all.into_iter().skip(1).take(limit).collect();
+            assert_eq!(ids(&skipped), after_first, "[{b}] {filter} skip 1");
         }
         // Past 1,000 documents wanted, or exact `_id` values: counted.
         let past = coll
@@ -2510,6 +2507,6 @@ fn a_lone_limited_condition_is_counted_for_explain_only() {
             .limit(4)
             .run()
             .expect("sorted");
-        assert_eq!(ids(sorted), [299, 298, 297, 296], "[{b}] _id desc");
+        assert_eq!(ids(&sorted), [299, 298, 297, 296], "[{b}] _id desc");
     }
 }

@@ -220,11 +220,14 @@ impl<'a> WriteTxn<'a> {
     /// key in the range).
     pub fn any_in(&self, cf: &str, range: &KeyRange) -> Result<Option<bool>> {
         if let Some(changes) = self.changes.get(cf) {
-            let mut own = changes.writes.range::<[u8], _>(range.bounds());
-            if own.clone().any(|(_, w)| w.is_some()) {
-                return Ok(Some(true));
+            let mut deleted = !changes.ranges.is_empty();
+            for (_, write) in changes.writes.range::<[u8], _>(range.bounds()) {
+                if write.is_some() {
+                    return Ok(Some(true));
+                }
+                deleted = true;
             }
-            if own.next().is_some() || !changes.ranges.is_empty() {
+            if deleted {
                 return Ok(None);
             }
         }

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use rocksdb::{
-    BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBCompressionType, IteratorMode,
-    MultiThreaded, Options, ReadOptions, WriteBatch, WriteOptions,
+    BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBCompressionType,
+    DBRawIteratorWithThreadMode, IteratorMode, MultiThreaded, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
 use super::{
@@ -79,17 +79,16 @@ impl RocksStoreBuilder {
         // cache without a lock"; single gets are unchanged, which is all an
         // earlier trial of it found).
         //
-        // Its shards are at least 32 MiB (two at the default size; one
-        // shard of the whole cache below 64 MiB), not
-        // the LRU cache's default of 64 shards of 1 MiB: a file flushed
-        // from one large commit (100,000 documents with 384-d vectors make
-        // one of about 200 MB) has an index block of megabytes, which fit
-        // no 1 MiB shard, so every get read and decompressed it again
-        // (about 130 µs a document, where a get from the write buffer takes
-        // 0.5 µs). A partitioned index fixes that too, and for larger
-        // files, but made single gets from small files 20% slower; an
-        // index block larger than a shard (a file of about 4 GB at the
-        // default size) is still read on each get. (A cache of 0 bytes
+        // Its shards are at least 32 MiB (two at the default size; one shard
+        // of the whole cache below 64 MiB), not the LRU cache's default of 64
+        // shards of 1 MiB: a file flushed from one large commit (100,000
+        // documents with 384-d vectors make one of about 200 MB) has an index
+        // block of megabytes, which fit no 1 MiB shard, so every get read and
+        // decompressed it again (about 130 µs a document, where a get from
+        // the write buffer takes 0.5 µs). A partitioned index fixes that too,
+        // and for larger files, but made single gets from small files 20%
+        // slower; an index block larger than a shard (a file of about 4 GB at
+        // the default size) is still read on each get. (A cache of 0 bytes
         // would abort the process: RocksDB cannot map its empty table.)
         let cache =
             (self.block_cache_bytes > 0).then(|| Cache::new_hyper_clock_cache(self.block_cache_bytes, 0));
@@ -455,6 +454,30 @@ impl RocksSnapshot<'_> {
         opts
     }
 
+    /// A raw iterator bounded above by `range`'s end, at its first entry;
+    /// with `max_hidden`, one that stops (status `Incomplete`) after stepping
+    /// over that many deleted or older entries at once.
+    fn seek(
+        &self,
+        handle: &Handle,
+        range: &KeyRange,
+        max_hidden: Option<u64>,
+    ) -> DBRawIteratorWithThreadMode<'_, Db> {
+        let mut opts = self.read_opts();
+        if let Some(end) = &range.end {
+            opts.set_iterate_upper_bound(end.clone());
+        }
+        if let Some(n) = max_hidden {
+            opts.set_max_skippable_internal_keys(n);
+        }
+        let mut iter = self.store.db.raw_iterator_cf_opt(handle, opts);
+        match &range.start {
+            Some(start) => iter.seek(start),
+            None => iter.seek_to_first(),
+        }
+        iter
+    }
+
     /// Reads the values of ascending `keys` with one iterator, stepping from
     /// each key to the next, into `out`; stops early, leaving the rest to
     /// lookups, once it has stepped over more than [`WALK_STEPS_PER_KEY`]
@@ -466,15 +489,11 @@ impl RocksSnapshot<'_> {
         let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
             return Ok(());
         };
-        let mut opts = self.read_opts();
         let mut end = last.to_vec();
         end.push(0);
-        opts.set_iterate_upper_bound(end);
         // Entries a lookup never sees (deleted, or older versions) are
         // stepped over too: more than this many in one step ends the walk.
-        opts.set_max_skippable_internal_keys(WALK_MAX_HIDDEN);
-        let mut iter = self.store.db.raw_iterator_cf_opt(handle, opts);
-        iter.seek(first);
+        let mut iter = self.seek(handle, &KeyRange::new(*first, end), Some(WALK_MAX_HIDDEN));
         let mut steps = 0;
         for (i, key) in keys.iter().enumerate() {
             while iter.key().is_some_and(|k| k < *key) {
@@ -578,16 +597,8 @@ impl Snapshot for RocksSnapshot<'_> {
         if range.is_empty() {
             return Ok(());
         }
-        let mut opts = self.read_opts();
-        if let Some(end) = &range.end {
-            opts.set_iterate_upper_bound(end.clone());
-        }
         // The raw iterator lends each entry in place: none is copied out.
-        let mut iter = self.store.db.raw_iterator_cf_opt(handle, opts);
-        match &range.start {
-            Some(start) => iter.seek(start),
-            None => iter.seek_to_first(),
-        }
+        let mut iter = self.seek(handle, range, None);
         while let Some((k, v)) = iter.item() {
             if f(k, v).is_break() {
                 return Ok(());
@@ -605,16 +616,7 @@ impl Snapshot for RocksSnapshot<'_> {
         if range.is_empty() {
             return Ok(Some(false));
         }
-        let mut opts = self.read_opts();
-        if let Some(end) = &range.end {
-            opts.set_iterate_upper_bound(end.clone());
-        }
-        opts.set_max_skippable_internal_keys(WALK_MAX_HIDDEN);
-        let mut iter = self.store.db.raw_iterator_cf_opt(handle, opts);
-        match &range.start {
-            Some(start) => iter.seek(start),
-            None => iter.seek_to_first(),
-        }
+        let iter = self.seek(handle, range, Some(WALK_MAX_HIDDEN));
         if iter.valid() {
             return Ok(Some(true));
         }

@@ -262,10 +262,7 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     // Sorted by `_id` first, one partition: a scan or an `_id` scan needs
     // no sort (`key_order` below) and stops at the limit too, so a limit
     // counts (`want`) as it does unsorted.
-    let id_sort = spec
-        .sort
-        .first()
-        .filter(|f| f.path.as_str() == ID && parts.len() == 1);
+    let id_sort = id_sort(spec, parts);
     let id_sorted = id_sort.is_some();
     let want = match spec.limit {
         Some(limit) if spec.sort.is_empty() || id_sorted => {
@@ -364,6 +361,14 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
     finish_plan(read, parts, spec, total, source)
 }
 
+/// `spec`'s first sort field when it is `_id` and one partition is read:
+/// then a scan or an `_id` scan reads in its order (or in reverse).
+fn id_sort<'s>(spec: &'s FindSpec, parts: &[Part]) -> Option<&'s SortField> {
+    spec.sort
+        .first()
+        .filter(|f| f.path.as_str() == ID && parts.len() == 1)
+}
+
 /// The plan of `spec` reading `source`: in key or index order when that
 /// serves its sort, the filter dropped when the source answers it exactly.
 fn finish_plan(
@@ -373,10 +378,7 @@ fn finish_plan(
     total: u64,
     source: Source,
 ) -> Result<Plan> {
-    let id_sort = spec
-        .sort
-        .first()
-        .filter(|f| f.path.as_str() == ID && parts.len() == 1);
+    let id_sort = id_sort(spec, parts);
     let id_sorted = id_sort.is_some();
     // A scan or an `_id` scan of one partition reads in `_id` order, or in
     // reverse: a sort whose first field is `_id` is one of them (the `_id`s
