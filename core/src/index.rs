@@ -2,13 +2,15 @@
 
 use std::collections::BTreeSet;
 
-use bson::RawDocument;
+use std::ops::ControlFlow;
+
+use bson::{RawBsonRef, RawDocument};
 
 use crate::catalog::{collection_cf, CollectionConfig};
 use crate::keys;
 use crate::read::{all_keys, split_doc_key};
 use crate::store::Snapshot;
-use crate::value::{encode_value, index_values, lookup_path, FieldPath, LeafArrays, PathValue};
+use crate::value::{encode_value, index_values, lookup_path, visit_path, FieldPath, LeafArrays, PathValue};
 use crate::{Error, Result};
 
 /// The index keys that document `doc` (with key parts `part`, `id`) has in the
@@ -44,6 +46,50 @@ pub(crate) fn entries_at(
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// [`entries_at`] and [`is_multikey_at`] at once. A document with one value
+/// at `path`, neither an array nor `undefined` (the usual case), has the one
+/// entry for it (both walks would find that value alone) and does not mark
+/// the field: one walk and one allocation find both. Any other document
+/// takes both walks.
+pub(crate) fn entries_and_multikey_at(
+    part: &[u8],
+    field: &str,
+    path: &FieldPath,
+    id: &[u8],
+    doc: &RawDocument,
+) -> (Vec<Vec<u8>>, bool) {
+    let mut first = None;
+    let mut seen = 0;
+    let _ = visit_path(doc, path, LeafArrays::Whole, &mut |v| {
+        seen += 1;
+        first = Some(v);
+        if seen > 1 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    match first {
+        Some(one)
+            if seen == 1
+                && !matches!(
+                    one,
+                    PathValue::Value(RawBsonRef::Array(_) | RawBsonRef::Undefined)
+                ) =>
+        {
+            let value = match one {
+                PathValue::Missing => RawBsonRef::Null,
+                PathValue::Value(v) => v,
+            };
+            let mut key = keys::index_prefix(part, field);
+            encode_value(value, &mut key);
+            key.extend_from_slice(id);
+            (vec![key], false)
+        }
+        _ => (entries_at(part, field, path, id, doc), is_multikey_at(doc, path)),
+    }
 }
 
 /// Whether `doc` holds an array on the way to, or at, `field`: then an index
@@ -206,4 +252,50 @@ pub fn check_integrity(snap: &dyn Snapshot, config: &CollectionConfig) -> Result
         }
     }
     Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{doc, Bson, RawDocumentBuf};
+
+    use super::*;
+
+    /// The one-walk form gives what the two walks give, on documents with
+    /// one value, none, several, arrays on the way and at the end,
+    /// `undefined`, and nested documents.
+    #[test]
+    fn entries_and_multikey_in_one_walk_agree_with_both_walks() {
+        let docs = [
+            doc! { "a": 1 },
+            doc! { "a": "x", "b": 2 },
+            doc! {},
+            doc! { "a": Bson::Null },
+            doc! { "a": Bson::Undefined },
+            doc! { "a": [1, 2, 2] },
+            doc! { "a": [] },
+            doc! { "a": [[1]] },
+            doc! { "a": { "b": 1 } },
+            doc! { "a": { "b": [1, 2] } },
+            doc! { "a": [{ "b": 1 }] },
+            doc! { "a": [{ "b": 1 }, {}] },
+            doc! { "a": [{ "b": 1 }, { "b": 1 }] },
+            doc! { "a": [1, 2] },
+            doc! { "a": 5, "a.b": 3 },
+        ];
+        for field in ["a", "a.b", "a.0", "a.b.c"] {
+            let path = index_path(field).expect("path");
+            for d in &docs {
+                let raw = RawDocumentBuf::from_document(d).expect("raw");
+                let both = (
+                    entries_at(b"p", field, &path, b"id", &raw),
+                    is_multikey_at(&raw, &path),
+                );
+                assert_eq!(
+                    entries_and_multikey_at(b"p", field, &path, b"id", &raw),
+                    both,
+                    "{field} in {d}"
+                );
+            }
+        }
+    }
 }

@@ -13,7 +13,7 @@ use bson::{Bson, Document, RawDocument};
 use rayon::prelude::*;
 
 use crate::catalog::{collection_cf, CollectionConfig, CATALOG_CF};
-use crate::index::{entries, entries_at, index_path, is_multikey_at};
+use crate::index::{entries, entries_and_multikey_at, entries_at, index_path};
 use crate::keys;
 use crate::read::{
     decode_doc_key, read_collection, read_config, read_count, split_doc_key, CollectionRead, Part, SnapRef,
@@ -128,6 +128,28 @@ fn index_keys(
     keys
 }
 
+/// [`index_keys`], and the indexed fields `raw` marks multikey
+/// ([`is_multikey_at`]), in one walk per field for the usual document.
+fn index_keys_and_multikey(
+    config: &CollectionConfig,
+    paths: &[FieldPath],
+    part: &[u8],
+    id_enc: &[u8],
+    raw: &RawDocument,
+) -> (Vec<Vec<u8>>, Vec<String>) {
+    let mut keys = Vec::new();
+    let mut multikey = Vec::new();
+    for (field, path) in config.indexes.iter().zip(paths) {
+        let (entries, marks) = entries_and_multikey_at(part, field, path, id_enc, raw);
+        keys.extend(entries);
+        if marks {
+            multikey.push(field.clone());
+        }
+    }
+    keys.sort_unstable();
+    (keys, multikey)
+}
+
 /// `puts` reordered by the prefixes of their keys (`prefix_lens[i]` bytes
 /// of put `i`: its key without the document id every written key ends
 /// with), prefixes in byte order, each prefix's keys together and in order.
@@ -172,15 +194,28 @@ fn missing_from<'k>(keys: &'k [Vec<u8>], others: &'k [Vec<u8>]) -> impl Iterator
     keys.iter().filter(|k| others.binary_search(k).is_err())
 }
 
+/// The first 16 bytes of `key`, zero-padded, as a big-endian number. Keys
+/// whose heads differ compare as their heads do: where the heads first
+/// differ inside both keys, that byte decides either way; past the end of
+/// one key, that key is a proper prefix of the other, and its padding byte
+/// is 0 where the other's is not. Equal heads say nothing.
+fn key_head(key: &[u8]) -> u128 {
+    let mut head = [0u8; 16];
+    let n = key.len().min(16);
+    head[..n].copy_from_slice(&key[..n]);
+    u128::from_be_bytes(head)
+}
+
+/// Orders two keys as their bytes do, given their [`key_head`]s: the keys
+/// are read only when the heads are equal.
+fn cmp_by_head(a: (u128, &[u8]), b: (u128, &[u8])) -> std::cmp::Ordering {
+    a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1))
+}
+
 /// The position of the first of `len` documents, each known by its
 /// `key(i)`, whose key an earlier one has, if any: where a loop of single
 /// inserts would meet `DuplicateId`.
 fn first_repeat<'a>(len: usize, key: impl Fn(usize) -> &'a [u8] + Sync) -> Option<usize> {
-    // Ids usually come ascending (generated ObjectIds always do): then
-    // none repeats, and one pass shows it.
-    if (1..len).into_par_iter().all(|i| key(i - 1) < key(i)) {
-        return None;
-    }
     let mut order: Vec<usize> = (0..len).collect();
     // Stable: within a run of one id the positions ascend, so each pair's
     // second is a repeat.
@@ -216,6 +251,8 @@ struct Prepared {
     id_enc: Vec<u8>,
     /// `part` and `id_enc` as the document's key.
     doc_key: Vec<u8>,
+    /// [`key_head`] of `doc_key`: compared in its place, without reading it.
+    head: u128,
     bytes: Bytes,
     /// Sorted, each once.
     index_keys: Vec<Vec<u8>>,
@@ -337,17 +374,12 @@ impl<'db> WriteTxn<'db> {
             });
         }
         let raw = RawDocument::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: e.to_string() })?;
-        let index_keys = index_keys(config, paths, &part, &id_enc, raw);
-        let multikey = config
-            .indexes
-            .iter()
-            .zip(paths)
-            .filter(|(_, path)| is_multikey_at(raw, path))
-            .map(|(field, _)| field.clone())
-            .collect();
+        let (index_keys, multikey) = index_keys_and_multikey(config, paths, &part, &id_enc, raw);
+        let doc_key = keys::doc_key(&part, &id_enc);
         Ok(Prepared {
             id,
-            doc_key: keys::doc_key(&part, &id_enc),
+            head: key_head(&doc_key),
+            doc_key,
             part,
             id_enc,
             bytes,
@@ -547,7 +579,15 @@ impl<'db> WriteTxn<'db> {
         let cf = collection_cf(&config.name);
         let refused = {
             let ok = |i: usize| prepared[i].as_ref().expect("prepared before the first failure");
-            let repeat = first_repeat(good, |i| ok(i).doc_key.as_slice());
+            let key = |i: usize| ok(i).doc_key.as_slice();
+            // Ids usually come ascending (generated ObjectIds always do):
+            // then none repeats, and one pass over the heads, in order,
+            // shows it. On this thread: the pool is freeing the documents.
+            let ascending = (1..good).all(|i| {
+                let (a, b) = (ok(i - 1), ok(i));
+                cmp_by_head((a.head, &a.doc_key), (b.head, &b.doc_key)).is_lt()
+            });
+            let repeat = if ascending { None } else { first_repeat(good, key) };
             let this = &*self;
             let checked = repeat.unwrap_or(good);
             // When no stored key lies between the smallest and the largest
@@ -556,12 +596,15 @@ impl<'db> WriteTxn<'db> {
             // id is taken: one seek shows it, instead of a lookup per
             // document. A seek that gives up (many deleted entries there)
             // leaves it to the lookups.
-            let bounds = (0..checked)
-                .map(|i| ok(i).doc_key.as_slice())
-                .fold(None, |b, k| match b {
+            let bounds = match checked {
+                0 => None,
+                // Ascending: the first and the last.
+                n if ascending => Some((key(0), key(n - 1))),
+                n => (0..n).map(key).fold(None, |b, k| match b {
                     None => Some((k, k)),
                     Some((lo, hi)) => Some((k.min(lo), k.max(hi))),
-                });
+                }),
+            };
             let free = match bounds {
                 None => true,
                 Some((lo, hi)) => {
@@ -570,16 +613,22 @@ impl<'db> WriteTxn<'db> {
                     this.txn.any_in(&cf, &KeyRange::new(lo, end))? == Some(false)
                 }
             };
-            let refused = (0..checked)
-                .into_par_iter()
-                .map(|i| {
-                    this.check_partition(&config, parts, ok(i))?;
-                    if free {
-                        return Ok(());
-                    }
-                    this.check_id_free(&config, &cf, ok(i))
-                })
-                .find_first(Result::is_err);
+            // With every id free and no partitions addressed, nothing is
+            // left to check.
+            let refused = if free && parts.is_none() {
+                None
+            } else {
+                (0..checked)
+                    .into_par_iter()
+                    .map(|i| {
+                        this.check_partition(&config, parts, ok(i))?;
+                        if free {
+                            return Ok(());
+                        }
+                        this.check_id_free(&config, &cf, ok(i))
+                    })
+                    .find_first(Result::is_err)
+            };
             match (refused, repeat) {
                 (Some(refused), _) => refused,
                 // Its partition is checked first, as a single insert would.
@@ -725,6 +774,7 @@ impl<'db> WriteTxn<'db> {
             .unwrap_or(Bson::Null);
         Ok(Some(Prepared {
             id,
+            head: key_head(&doc_key),
             doc_key,
             part: part.to_vec(),
             id_enc: id_enc.to_vec(),
@@ -1112,4 +1162,27 @@ pub fn get_path<'d>(doc: &'d Document, path: &str) -> Option<&'d Bson> {
         cur = cur.as_document()?.get(p)?;
     }
     Some(cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn key_bytes() -> impl Strategy<Value = Vec<u8>> {
+        // Mostly zeros and ones, so keys often agree for long stretches.
+        prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..20)
+    }
+
+    proptest! {
+        /// Keys compared by their heads order exactly as their bytes, up
+        /// to the head's 16 bytes and past them.
+        #[test]
+        fn keys_compared_by_head_order_as_their_bytes(a in key_bytes(), tail in key_bytes(), cut in 0usize..20) {
+            // `b` shares a prefix of `a` as often as not.
+            let b: Vec<u8> = a.iter().take(cut).chain(&tail).copied().take(19).collect();
+            prop_assert_eq!(cmp_by_head((key_head(&a), &a), (key_head(&b), &b)), a.cmp(&b));
+        }
+    }
 }
