@@ -948,8 +948,16 @@ fn top_level_values<'r>(
     fields: &[String],
 ) -> Result<impl Iterator<Item = (&'r str, RawBsonRef<'r>)> + Clone> {
     let mut found = vec![None; fields.len()];
-    let elements = raw.into_iter().map(|e| e.map_err(corrupt));
-    let id = crate::value::pick_top_level(elements, fields, &mut found)?;
+    // The quick walk, else (a type it leaves to bson, bad bytes) bson's
+    // iterator, for the same values or the error.
+    let id = match crate::value::pick_top_level_refs(raw.as_bytes(), fields, &mut found) {
+        Some(id) => id,
+        None => {
+            found.fill(None);
+            let elements = raw.into_iter().map(|e| e.map_err(corrupt));
+            crate::value::pick_top_level(elements, fields, &mut found)?
+        }
+    };
     Ok(id
         .map(|v| ("_id", v))
         .into_iter()

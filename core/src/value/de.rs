@@ -24,7 +24,7 @@
 use std::fmt;
 
 use bson::spec::ElementType;
-use bson::{Bson, RawDocumentBuf};
+use bson::{Bson, RawBsonRef, RawDocument, RawDocumentBuf};
 use serde::de::value::{BorrowedStrDeserializer, MapAccessDeserializer};
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 
@@ -70,6 +70,49 @@ fn whole(doc: &[u8]) -> DeResult<Value<'_>> {
         start: 0,
         end: doc.len(),
     })
+}
+
+/// `_id` and the first element named by each of `fields` at the top of
+/// stored document `doc`, as [`pick_top_level`](super::project::pick_top_level)
+/// finds them over bson's iterator, found by this module's walk over the
+/// bytes (keys found a word at a time, no error values built). Each element
+/// walked is checked as bson's iterator checks it, so that where that
+/// iterator would fail before the fields are found, this gives up too.
+/// `None` (`found` then in any state) when the walk meets a type it leaves
+/// to bson, an array among the values returned, or bytes that do not parse:
+/// bson's iterator then gives the same values or the error.
+pub(crate) fn pick_top_level_refs<'a>(
+    doc: &'a [u8],
+    fields: &[String],
+    found: &mut [Option<(&'a str, RawBsonRef<'a>)>],
+) -> Option<Option<RawBsonRef<'a>>> {
+    let mut elements = whole(doc).ok()?.elements().ok()?;
+    let walk = std::iter::from_fn(|| match elements.next_element() {
+        Ok(Some((key, value))) => {
+            let checked = value.to_raw_ref().is_some()
+                || (value.kind == ElementType::Array
+                    && RawDocument::from_bytes(&value.b[value.start..value.end]).is_ok());
+            Some(if checked { Ok((key, value)) } else { Err(()) })
+        }
+        Ok(None) => None,
+        Err(_) => Some(Err(())),
+    });
+    let mut inline = [None; INLINE_FIELDS];
+    let mut heap = Vec::new();
+    let values: &mut [Option<(&str, Value<'_>)>] = if fields.len() <= INLINE_FIELDS {
+        &mut inline[..fields.len()]
+    } else {
+        heap.resize(fields.len(), None);
+        &mut heap
+    };
+    let id = super::project::pick_top_level(walk, fields, values).ok()?;
+    for (slot, value) in found.iter_mut().zip(values.iter()) {
+        *slot = match value {
+            Some((key, v)) => Some((*key, v.to_raw_ref()?)),
+            None => None,
+        };
+    }
+    id.map_or(Some(None), |v| v.to_raw_ref().map(Some))
 }
 
 /// Fields a projection names, found without allocating when few.
@@ -227,6 +270,33 @@ impl<'a> Value<'a> {
             return Err(malformed("unterminated string"));
         }
         super::utf8(body).ok_or_else(|| malformed("string is not UTF-8"))
+    }
+
+    /// The value as bson's borrowed form, checked as bson's iterator checks
+    /// it (a string's frame and UTF-8, a document's frame, a bool's byte);
+    /// `None` for the types left to bson (arrays among them: bson lends no
+    /// way to make a `RawArray`) and for bytes it would refuse.
+    fn to_raw_ref(self) -> Option<RawBsonRef<'a>> {
+        use ElementType as E;
+        let bytes = self.b.get(self.start..self.end)?;
+        Some(match self.kind {
+            E::Double => RawBsonRef::Double(f64::from_le_bytes(bytes.try_into().ok()?)),
+            E::String => RawBsonRef::String(self.string().ok()?),
+            E::EmbeddedDocument => RawBsonRef::Document(RawDocument::from_bytes(bytes).ok()?),
+            E::Boolean => match bytes {
+                [0] => RawBsonRef::Boolean(false),
+                [1] => RawBsonRef::Boolean(true),
+                _ => return None,
+            },
+            E::Null => RawBsonRef::Null,
+            E::Int32 => RawBsonRef::Int32(i32::from_le_bytes(bytes.try_into().ok()?)),
+            E::Int64 => RawBsonRef::Int64(i64::from_le_bytes(bytes.try_into().ok()?)),
+            E::DateTime => RawBsonRef::DateTime(bson::DateTime::from_millis(i64::from_le_bytes(
+                bytes.try_into().ok()?,
+            ))),
+            E::ObjectId => RawBsonRef::ObjectId(bson::oid::ObjectId::from_bytes(bytes.try_into().ok()?)),
+            _ => return None,
+        })
     }
 
     /// The elements of a document or array value.

@@ -31,6 +31,7 @@ mod serialize;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use de::pick_top_level_refs;
 pub use de::{from_raw, from_raw_fields, DeError};
 pub use encoding::{decode_value, encode_id, encode_id_into, encode_key_value, encode_value, key_successor};
 pub use materialize::{to_bson, Materializer, RawResult};

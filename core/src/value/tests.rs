@@ -855,3 +855,53 @@ proptest! {
         let _ = nested_deeper_than(&bytes[..i], 2);
     }
 }
+
+/// `_id` and `fields` picked by bson's iterator: the reference for the
+/// quick walk.
+type Picked<'a> = (Option<RawBsonRef<'a>>, Vec<Option<(&'a str, RawBsonRef<'a>)>>);
+
+fn pick_by_bson<'a>(doc: &'a bson::RawDocument, fields: &[String]) -> Result<Picked<'a>, bson::raw::Error> {
+    let mut found = vec![None; fields.len()];
+    let id = super::project::pick_top_level(doc, fields, &mut found)?;
+    Ok((id, found))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+    /// Where the quick walk answers, bson's iterator gives the same `_id`
+    /// and fields, on damaged bytes too; where that iterator fails before
+    /// the fields are found, the walk gives up.
+    #[test]
+    fn quick_pick_equals_bsons_iterator((bytes, name) in field_docs(), other in prop::sample::select(vec!["a", "b", "zz", "_id"])) {
+        let doc = bson::RawDocument::from_bytes(&bytes).expect("frame intact");
+        let fields = vec![name.to_owned(), other.to_owned(), name.to_owned()];
+        let mut found = vec![None; fields.len()];
+        if let Some(id) = super::pick_top_level_refs(doc.as_bytes(), &fields, &mut found) {
+            let want = pick_by_bson(doc, &fields);
+            prop_assert!(want.is_ok(), "bson's iterator fails: {:?}", want);
+            let (want_id, want_found) = want.expect("checked");
+            prop_assert_eq!(format!("{id:?}"), format!("{want_id:?}"));
+            prop_assert_eq!(format!("{found:?}"), format!("{want_found:?}"));
+        }
+    }
+}
+
+#[test]
+fn quick_pick_answers_for_plain_records_and_gives_up_on_arrays() {
+    let record = doc! {
+        "_id": 7i64, "name": "n", "status": "active", "count": 3, "when": bson::DateTime::from_millis(5),
+        "notes": Bson::Null, "ok": true, "x": 1.5, "sub": { "k": 1 }, "tags": ["a"],
+    };
+    let raw = RawDocumentBuf::from_document(&record).expect("valid");
+    let fields: Vec<String> = ["status", "sub", "x", "missing"].map(String::from).to_vec();
+    let mut found = vec![None; fields.len()];
+    let id = super::pick_top_level_refs(raw.as_bytes(), &fields, &mut found).expect("the quick walk answers");
+    let (want_id, want_found) = pick_by_bson(&raw, &fields).expect("valid");
+    assert_eq!(format!("{id:?}"), format!("{want_id:?}"));
+    assert_eq!(format!("{found:?}"), format!("{want_found:?}"));
+    // An array among the values asked for is left to bson.
+    let tags = vec!["tags".to_owned()];
+    let mut found = vec![None; 1];
+    assert!(super::pick_top_level_refs(raw.as_bytes(), &tags, &mut found).is_none());
+}
