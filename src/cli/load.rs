@@ -119,6 +119,39 @@ pub struct LoadSpec {
     pub quiet: bool,
 }
 
+/// Puts a document's vector at dot path `rest` of `doc` (`field` is the
+/// whole path, for messages), creating the documents on the way, as the
+/// vector field reads it back: a key named `a.b` would hold bytes no path
+/// reaches. Refuses a path through a value that is not a document, and a
+/// document that already holds a value there, which the vector would
+/// silently replace.
+fn put_vector(doc: &mut Document, field: &str, rest: &str, row: Bson) -> Result<(), String> {
+    let (head, tail) = match rest.split_once('.') {
+        Some((head, tail)) => (head, Some(tail)),
+        None => (rest, None),
+    };
+    match (doc.get_mut(head), tail) {
+        (None, None) => {
+            doc.insert(head, row);
+            Ok(())
+        }
+        (Some(_), None) => Err(format!(
+            "the document already has a value at vector field {field:?}, which --vectors would replace"
+        )),
+        (None, Some(tail)) => {
+            let mut inner = Document::new();
+            put_vector(&mut inner, field, tail, row)?;
+            doc.insert(head, inner);
+            Ok(())
+        }
+        (Some(Bson::Document(inner)), Some(tail)) => put_vector(inner, field, tail, row),
+        (Some(other), Some(_)) => Err(format!(
+            "{head:?} is not a document but {}, so vector field {field:?} cannot go under it",
+            slate::core::value::type_name(other.element_type())
+        )),
+    }
+}
+
 /// A load read and checked, not yet written.
 pub struct Parsed {
     start: Instant,
@@ -196,13 +229,17 @@ pub fn read(spec: &LoadSpec) -> Result<Parsed, CliError> {
             )));
         }
         for (i, d) in docs.iter_mut().enumerate() {
-            d.insert(
-                field.clone(),
-                bson::Binary {
-                    subtype: bson::spec::BinarySubtype::Generic,
-                    bytes: v.row(i).iter().flat_map(|x| x.to_le_bytes()).collect(),
-                },
-            );
+            let row = Bson::Binary(bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: v.row(i).iter().flat_map(|x| x.to_le_bytes()).collect(),
+            });
+            put_vector(d, field, field, row).map_err(|reason| {
+                let at = match (&spec.docs, lines.get(i)) {
+                    (Some(path), Some(line)) => format!("{} line {line}", path.display()),
+                    _ => format!("vector row {i}"),
+                };
+                CliError::Input(format!("{at}: {reason}"))
+            })?;
         }
     }
     Ok(Parsed {

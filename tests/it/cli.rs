@@ -452,6 +452,116 @@ fn unknown_operators_and_collections_are_named() {
     assert!(err.contains("--filter"), "{err}");
 }
 
+/// A vector field on a dot path: `load --vectors` puts each row there
+/// (beside the document's other fields under the same parent), where
+/// `search` finds it; a document whose path runs through a value that is
+/// not a document, or that already holds a value there, is refused by its
+/// line, and nothing is loaded.
+#[test]
+fn load_puts_vectors_on_a_dot_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let docs = dir.path().join("docs.jsonl");
+    let lines = [
+        r#"{"_id": 0, "emb": {"model": "m1"}}"#,
+        r#"{"_id": 1}"#,
+        r#"{"_id": 2, "emb": {}}"#,
+    ];
+    std::fs::write(&docs, jsonl(&lines.map(String::from))).expect("write docs");
+    let rows: [[f32; 2]; 3] = [[0.0, 0.0], [1.0, 0.0], [5.0, 5.0]];
+    let vectors = dir.path().join("v.f32");
+    std::fs::write(
+        &vectors,
+        rows.iter()
+            .flatten()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .expect("write vectors");
+    let queries = dir.path().join("q.f32");
+    std::fs::write(
+        &queries,
+        [0.9f32, 0.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .expect("write queries");
+    let db = dir.path().join("db");
+    let load = |docs: &Path, collection: &str| {
+        vec![
+            "load".to_owned(),
+            "--db".into(),
+            s(&db).into(),
+            "--collection".into(),
+            collection.into(),
+            "--docs".into(),
+            s(docs).into(),
+            "--vectors".into(),
+            s(&vectors).into(),
+            "--vector-field".into(),
+            "emb.v".into(),
+            "--dim".into(),
+            "2".into(),
+            "--quiet".into(),
+        ]
+    };
+    let args = load(&docs, "c");
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = ok(&[
+        "search",
+        "--db",
+        s(&db),
+        "--collection",
+        "c",
+        "--field",
+        "emb.v",
+        "--queries",
+        s(&queries),
+        "--k",
+        "3",
+    ]);
+    let lines = parse_lines(&out);
+    let ids: Vec<i64> = lines[0]["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| h["_id"].as_i64().expect("an id"))
+        .collect();
+    assert_eq!(ids, [1, 0, 2], "{out}");
+    let found = ok(&[
+        "find",
+        "--db",
+        s(&db),
+        "--collection",
+        "c",
+        "--filter",
+        r#"{"_id": 0}"#,
+    ]);
+    assert!(
+        found.contains("\"model\":\"m1\""),
+        "the parent's other fields stay: {found}"
+    );
+    for (bad, want) in [
+        (r#"{"_id": 1, "emb": 7}"#, "\"emb\" is not a document but int"),
+        (
+            r#"{"_id": 1, "emb": {"v": [1, 2]}}"#,
+            "already has a value at vector field \"emb.v\"",
+        ),
+    ] {
+        let file = dir.path().join("bad.jsonl");
+        std::fs::write(
+            &file,
+            jsonl(&[r#"{"_id": 0}"#, bad, r#"{"_id": 2}"#].map(String::from)),
+        )
+        .expect("write");
+        let args = load(&file, "d");
+        let err = fails(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(err.contains(want) && err.contains("line 2"), "{err}");
+        let err = fails(&["count", "--db", s(&db), "--collection", "d"]);
+        assert!(err.contains("\"d\""), "nothing loaded: {err}");
+    }
+}
+
 /// `slate load --vector-codes` keeps row codes: a gather then rules most
 /// rows out by their codes, and every query's hits are those of a
 /// collection loaded without codes.
