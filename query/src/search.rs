@@ -1495,23 +1495,30 @@ fn search_within(
                 };
                 (mask_of(&view, rows.iter().copied()), from)
             } else {
-                let Some(source) = source.as_ref().filter(|s| s.uses_index()) else {
-                    return Err(Error::InvalidQuery {
-                        reason: "the bitmap strategy needs a filter".into(),
-                    });
-                };
-                // A merge's rows (or a short index scan's) were read for its estimate already.
-                let tagged = match tagged_rows_read.take() {
-                    Some(rows) => Some(mask_of(&view, rows)),
-                    None if checker.in_txn => None,
-                    None => tagged_mask(&view, parts, source),
-                };
-                match tagged {
-                    Some(mask) => (mask, "row tags"),
-                    // No tags for it: the index (tried once; coverage only shrinks).
+                match source.as_ref().filter(|s| s.uses_index()) {
+                    // No filter (a filter no index narrows found its matches
+                    // above): every row, as a scan reads them, each checked
+                    // as a scan checks it (its partition, a transaction's
+                    // deletes) when it would enter the top k.
                     None => {
-                        let keys = source_keys(read, parts, source)?;
-                        (mask_of(&view, rows_of(&view, &keys)), "index")
+                        let rows = u32::try_from(view.row_count()).unwrap_or(u32::MAX);
+                        (mask_of(&view, (0..rows).map(RowId)), "every row")
+                    }
+                    Some(source) => {
+                        // A merge's rows (or a short index scan's) were read for its estimate already.
+                        let tagged = match tagged_rows_read.take() {
+                            Some(rows) => Some(mask_of(&view, rows)),
+                            None if checker.in_txn => None,
+                            None => tagged_mask(&view, parts, source),
+                        };
+                        match tagged {
+                            Some(mask) => (mask, "row tags"),
+                            // No tags for it: the index (tried once; coverage only shrinks).
+                            None => {
+                                let keys = source_keys(read, parts, source)?;
+                                (mask_of(&view, rows_of(&view, &keys)), "index")
+                            }
+                        }
                     }
                 }
             };

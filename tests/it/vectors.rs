@@ -286,17 +286,6 @@ fn every_strategy_equals_brute_force_at_every_selectivity_on_both_backends() {
                             .filter(filter.clone())
                             .strategy(strategy);
                         let result = search.explain();
-                        if strategy == Strategy::Bitmap && filter.is_empty() {
-                            // Bitmap needs a filter to build its bitmap from.
-                            if let Ok((hits, _)) = result {
-                                let got: Vec<(i64, f32)> = hits
-                                    .iter()
-                                    .map(|h| (h.id.as_i64().expect("id"), h.distance))
-                                    .collect();
-                                assert_eq!(got, want, "{name} k={k} {strategy}");
-                            }
-                            continue;
-                        }
                         let (hits, explain) =
                             result.unwrap_or_else(|e| panic!("{name} k={k} {strategy}: {e}"));
                         let got: Vec<(i64, f32)> = hits
@@ -1153,6 +1142,53 @@ fn kept_matches_belong_to_their_partitions() {
                 ],
                 "{b} {tenants:?}"
             );
+        }
+    }
+}
+
+/// A forced bitmap search without a filter reads every row, as a scan
+/// does, and returns the scan's hits: in the whole collection and in a
+/// scope of partitions, whose other partitions' rows it leaves out.
+#[test]
+fn a_bitmap_without_a_filter_returns_the_scans_hits() {
+    for t in crate::backends() {
+        let coll =
+            t.db.create_collection(
+                CollectionConfig::new("bf")
+                    .partition_key("tenant")
+                    .vector_field_config(VectorField::new("v", 4, Metric::L2)),
+            )
+            .expect("create");
+        let model: Model = (0..600).map(|i| (i, (kept_vector(i), i % 50, i % 3))).collect();
+        coll.partitions(vec![Bson::Int64(0), Bson::Int64(1), Bson::Int64(2)])
+            .insert_many(model.iter().map(|(i, (v, u, t))| kept_doc(*i, v, *u, *t)))
+            .expect("insert");
+        let query = [3.0f32, 1.0, -2.0, 0.5];
+        let b = t.backend;
+        for tenants in [vec![0, 1, 2], vec![1], vec![0, 2]] {
+            let scoped = coll.partitions(tenants.iter().map(|t| Bson::Int64(*t)).collect());
+            let mut all: Vec<(f32, i64, i64)> = model
+                .iter()
+                .filter(|(_, (_, _, t))| tenants.contains(t))
+                .map(|(i, (v, _, t))| (slate::vector::scalar::distance(Metric::L2, &query, v), *t, *i))
+                .collect();
+            // Ties break on the document key: partition, then id.
+            all.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+            let want: Vec<(i64, f32)> = all.into_iter().take(10).map(|(d, _, i)| (i, d)).collect();
+            for strategy in [Strategy::Scan, Strategy::Bitmap] {
+                let (hits, explain) = scoped
+                    .search("v", &query)
+                    .k(10)
+                    .strategy(strategy)
+                    .explain()
+                    .unwrap_or_else(|e| panic!("{b} {tenants:?} {strategy}: {e}"));
+                let got: Vec<(i64, f32)> = hits
+                    .iter()
+                    .map(|h| (h.id.as_i64().expect("id"), h.distance))
+                    .collect();
+                assert_eq!(got, want, "{b} {tenants:?} {strategy}");
+                assert_eq!(explain.strategy, strategy, "{b} {tenants:?}");
+            }
         }
     }
 }
