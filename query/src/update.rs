@@ -237,9 +237,9 @@ fn pull_condition(path: &str, value: &Bson) -> Result<PullCond, UpdateError> {
         // A condition on the element itself (`{$gte: 6}`), not a query on
         // document elements (`{a: 1}`, `{$or: [..]}`).
         Bson::Document(d)
-            if d.keys()
-                .next()
-                .is_some_and(|k| k.starts_with('$') && !matches!(k.as_str(), "$and" | "$or" | "$nor")) =>
+            if d.keys().next().is_some_and(|k| {
+                k.starts_with('$') && !matches!(k.as_str(), "$and" | "$or" | "$nor" | "$ref" | "$id" | "$db")
+            }) =>
         {
             // A condition on the element itself: wrap it as {v: cond}.
             let f =
@@ -256,6 +256,13 @@ fn pull_condition(path: &str, value: &Bson) -> Result<PullCond, UpdateError> {
                 wrapped: false,
             })
         }
+        // A pattern, which MongoDB matches against string elements: refused,
+        // as everywhere else (an equality test would remove nothing).
+        Bson::RegularExpression(_) => Err(UpdateError::BadValue {
+            op: "$pull".into(),
+            path: path.to_owned(),
+            reason: "a regular expression is not supported".into(),
+        }),
         v => Ok(PullCond::Equals(v.clone())),
     }
 }
@@ -603,14 +610,19 @@ pub fn equality_on<'f>(filter: &'f Document, path: &str) -> Option<&'f Bson> {
     equalities.into_iter().find(|(p, _)| *p == path).map(|(_, v)| v)
 }
 
-/// The equality conditions of `filter` and of the documents in its `$and`s.
+/// The equality conditions of `filter` and of the documents in its `$and`s
+/// (and in an `$or` of one clause), as MongoDB finds them once it has
+/// rewritten a one-clause `$or` and a one-value `$in` or `$all` as that
+/// clause or equality.
 fn collect_equalities<'f>(filter: &'f Document, out: &mut Vec<(&'f str, &'f Bson)>) {
     for (k, v) in filter {
-        if k == "$and" {
+        if k == "$and" || k == "$or" {
             if let Bson::Array(clauses) = v {
-                for clause in clauses {
-                    if let Bson::Document(d) = clause {
-                        collect_equalities(d, out);
+                if k == "$and" || clauses.len() == 1 {
+                    for clause in clauses {
+                        if let Bson::Document(d) = clause {
+                            collect_equalities(d, out);
+                        }
                     }
                 }
             }
@@ -621,16 +633,35 @@ fn collect_equalities<'f>(filter: &'f Document, out: &mut Vec<(&'f str, &'f Bson
         }
         // Read as the filter parser reads it: a document of operators
         // gives its `$eq` (whatever else it holds: MongoDB takes the
-        // equality out of the conjunction); any other value, a DBRef
-        // (`{$ref, $id}`) included, is the equality itself.
+        // equality out of the conjunction), else the one value of an `$in`
+        // or `$all`; any other value, a DBRef (`{$ref, $id}`) included, is
+        // the equality itself.
         let value = match v {
-            Bson::Document(d) if crate::filter::is_operator_document(d) => match d.get("$eq") {
-                Some(eq) => eq,
-                None => continue,
-            },
+            Bson::Document(d) if crate::filter::is_operator_document(d) => {
+                let one = |op: &str| match d.get(op) {
+                    Some(Bson::Array(values)) if values.len() == 1 => {
+                        values.first().filter(|x| plain_value(x))
+                    }
+                    _ => None,
+                };
+                match d.get("$eq").or_else(|| one("$in")).or_else(|| one("$all")) {
+                    Some(eq) => eq,
+                    None => continue,
+                }
+            }
             other => other,
         };
         out.push((k, value));
+    }
+}
+
+/// Whether `$in`'s or `$all`'s one value means equality to itself: not a
+/// regular expression (a pattern) nor an `$elemMatch` (a condition).
+fn plain_value(x: &Bson) -> bool {
+    match x {
+        Bson::RegularExpression(_) => false,
+        Bson::Document(d) => d.keys().next().is_none_or(|k| k != "$elemMatch"),
+        _ => true,
     }
 }
 

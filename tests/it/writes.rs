@@ -615,8 +615,9 @@ fn upsert_builds_the_document_from_the_filter() {
             panic!("[{}] upsert result {r:?}", t.backend)
         };
         assert_eq!((r.matched, r.modified), (0, 0));
-        // The update's fields after the seed's, in path order (as MongoDB 5.0+).
-        let want = doc! { "_id": oid, "status": "new", "m": { "x": 5 }, "e": [1, 2], "c": 2, "k": 1 };
+        // The update's fields after the seed's, in path order (as MongoDB 5.0+);
+        // the `$or` of one clause seeds its equality, as MongoDB's rewrite does.
+        let want = doc! { "_id": oid, "status": "new", "m": { "x": 5 }, "e": [1, 2], "z": 1, "c": 2, "k": 1 };
         assert_same_docs(
             &[coll.get(oid).expect("get").expect("doc")],
             &[want],
@@ -1282,5 +1283,105 @@ fn a_collection_write_inside_a_transaction_is_refused_not_hung() {
         assert!(t.db.collection("d").is_err(), "[{b}]");
         // And the gate was given back: writes go on.
         coll.insert_one(doc! { "_id": 102 }).expect("insert after");
+    }
+}
+
+/// An upsert seeds the equality of a one-clause `$or`, a one-value `$in`
+/// and a one-value `$all` (MongoDB rewrites each as that equality first),
+/// so repeating it finds the document it inserted; a replacement upsert
+/// takes an `_id` given that way. Two values seed nothing.
+#[test]
+fn upserts_seed_one_clause_or_and_one_value_in_and_all() {
+    for t in backends() {
+        let b = t.backend;
+        let c =
+            t.db.create_collection(CollectionConfig::new("up"))
+                .expect("create");
+        for _ in 0..2 {
+            c.update_one(
+                doc! { "$or": [{ "sku": "A" }] },
+                doc! { "$inc": { "n": 1 } },
+                true,
+            )
+            .expect("upsert");
+            c.update_one(doc! { "k": { "$in": [5] } }, doc! { "$inc": { "n": 1 } }, true)
+                .expect("upsert");
+            c.update_one(
+                doc! { "tag": { "$all": ["x"] }, "$and": [{ "$or": [{ "u": 2 }] }] },
+                doc! { "$inc": { "n": 1 } },
+                true,
+            )
+            .expect("upsert");
+        }
+        assert_eq!(c.count(doc! {}).expect("count"), 3, "[{b}]");
+        for filter in [doc! { "sku": "A" }, doc! { "k": 5 }, doc! { "tag": "x", "u": 2 }] {
+            let got = c.find(filter.clone()).run().expect("find");
+            assert_eq!(got.len(), 1, "[{b}] {filter}: {got:?}");
+            assert_eq!(got[0].get_i32("n").ok(), Some(2), "[{b}] {filter}: {got:?}");
+        }
+        let r = c
+            .replace_one(doc! { "_id": { "$in": [40] } }, doc! { "r": 1 }, true)
+            .expect("replace upsert");
+        assert_eq!(r.upserted_id, Some(Bson::Int32(40)), "[{b}]");
+        for filter in [
+            doc! { "m": { "$in": [1, 2] } },
+            doc! { "$or": [{ "m": 1 }, { "m": 2 }] },
+        ] {
+            let r = c
+                .update_one(filter.clone(), doc! { "$set": { "s": 1 } }, true)
+                .expect("upsert");
+            let id = r.upserted_id.expect("inserted");
+            let got = c.get(id).expect("get").expect("doc");
+            assert!(!got.contains_key("m"), "[{b}] {filter}: {got}");
+        }
+    }
+}
+
+/// `$pull` by a plain regular expression is refused (matched as an
+/// equality, it removed nothing and reported success), and by a DBRef's
+/// fields it is a query on the elements: references with more fields, in
+/// another order, are pulled too.
+#[test]
+fn pull_refuses_a_pattern_and_queries_dbref_fields() {
+    for t in backends() {
+        let b = t.backend;
+        let c =
+            t.db.create_collection(CollectionConfig::new("pl"))
+                .expect("create");
+        c.insert_one(doc! {
+            "_id": 1,
+            "tags": ["temp1", "keep"],
+            "refs": [
+                { "$ref": "users", "$id": 7, "$db": "app" },
+                { "$id": 7, "$ref": "users" },
+                { "$ref": "users", "$id": 8, "$db": "app" },
+            ],
+        })
+        .expect("insert");
+        let re = Bson::RegularExpression(slate::bson::Regex {
+            pattern: "^temp".into(),
+            options: String::new(),
+        });
+        let err = c
+            .update_one(doc! { "_id": 1 }, doc! { "$pull": { "tags": re } }, false)
+            .expect_err("a pattern is refused");
+        assert!(err.to_string().contains("regular expression"), "[{b}] {err}");
+        c.update_one(
+            doc! { "_id": 1 },
+            doc! { "$pull": { "refs": { "$ref": "users", "$id": 7 } } },
+            false,
+        )
+        .expect("pull");
+        let got = c.get(1).expect("get").expect("doc");
+        assert_eq!(
+            got.get_array("refs").expect("refs"),
+            &vec![Bson::Document(doc! { "$ref": "users", "$id": 8, "$db": "app" })],
+            "[{b}] {got}"
+        );
+        assert_eq!(
+            got.get_array("tags").expect("tags").len(),
+            2,
+            "[{b}] nothing pulled: {got}"
+        );
     }
 }
