@@ -241,9 +241,16 @@ pub fn encode<T: Serialize + ?Sized>(v: &T) -> io::Result<Vec<u8>> {
     rmp_serde::to_vec_named(v).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
 }
 
-/// Decodes MessagePack.
+/// Decodes MessagePack: one value, which must take every byte (a payload
+/// with more after its value, such as two requests in one frame, is
+/// refused rather than read in part).
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    rmp_serde::from_slice(bytes).map_err(|e| e.to_string())
+    let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
+    let value = T::deserialize(&mut de).map_err(|e| e.to_string())?;
+    match bytes.len() as u64 - de.position().min(bytes.len() as u64) {
+        0 => Ok(value),
+        extra => Err(format!("{extra} bytes follow the value")),
+    }
 }
 
 // ---------------------------------------------------------------- envelopes

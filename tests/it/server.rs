@@ -338,6 +338,10 @@ fn partitioned_collections_work_over_the_wire() {
 /// checking that the server closed the connection.
 fn raw_exchange(addr: SocketAddr, bytes: &[u8], close: bool) -> Option<WireError> {
     let mut s = TcpStream::connect(addr).expect("connect");
+    // A server that answers and then waits for more fails the checks
+    // below instead of hanging the test.
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
     s.write_all(bytes).expect("send");
     if close {
         s.shutdown(std::net::Shutdown::Write).expect("half-close");
@@ -399,6 +403,13 @@ fn hostile_frames_are_refused_and_everyone_else_is_still_served() {
         let err = raw_exchange(addr, &frame(garbage), false).expect("a reply to garbage");
         assert_eq!(err.kind, "bad_frame", "{garbage:?}: {err:?}");
     }
+
+    // Two requests in one frame: refused whole, not read in part.
+    let request = protocol::encode(&doc_request()).unwrap();
+    let err = raw_exchange(addr, &frame(&[request.clone(), request].concat()), false)
+        .expect("a reply to two requests in one frame");
+    assert_eq!(err.kind, "bad_frame", "{err:?}");
+    assert!(err.message.contains("bytes follow the value"), "{}", err.message);
 
     // Half a frame then the socket closed before a reply can be read.
     {
