@@ -95,12 +95,30 @@ pub fn read_vectors(path: &Path, dim: Option<(usize, &str)>) -> Result<Vectors, 
 pub fn parse_json_doc(line: &str, what: &str) -> Result<Document, CliError> {
     let value: serde_json::Value =
         serde_json::from_str(line).map_err(|e| CliError::Input(format!("{what}: invalid JSON: {e}")))?;
+    if let Some(n) = too_big_integer(&value) {
+        return Err(CliError::Input(format!(
+            "{what}: the integer {n} does not fit a 64-bit signed integer (it would be stored as a \
+             rounded double); write it as {{\"$numberDecimal\": \"{n}\"}} or as a string"
+        )));
+    }
     match Bson::try_from(value) {
         Ok(Bson::Document(d)) => Ok(d),
         Ok(other) => Err(CliError::Input(format!(
             "{what}: expected a JSON object, got {other}"
         ))),
         Err(e) => Err(CliError::Input(format!("{what}: invalid extended JSON: {e}"))),
+    }
+}
+
+/// The first integer in `value` above `i64::MAX` (JSON has one number
+/// type, and extended JSON reads such an integer as a double, silently
+/// rounded), if any.
+fn too_big_integer(value: &serde_json::Value) -> Option<&serde_json::Number> {
+    match value {
+        serde_json::Value::Number(n) if n.is_u64() && n.as_i64().is_none() => Some(n),
+        serde_json::Value::Array(items) => items.iter().find_map(too_big_integer),
+        serde_json::Value::Object(fields) => fields.values().find_map(too_big_integer),
+        _ => None,
     }
 }
 

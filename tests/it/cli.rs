@@ -363,6 +363,53 @@ fn text_the_loader_cannot_read_is_named_and_a_query_creates_no_database() {
     assert!(err.contains("line 2") && err.contains("UTF-8"), "{err}");
     let err = fails(&["count", "--db", s(&db), "--collection", "u"]);
     assert!(err.contains("unknown collection"), "{err}");
+    // An integer past int64, nested anywhere, would be stored as a rounded
+    // double: refused by its line (in a filter too), nothing written.
+    let big = dir.path().join("big.jsonl");
+    std::fs::write(
+        &big,
+        "{\"_id\": 1}\n{\"_id\": 2, \"h\": [{\"x\": 18446744073709551615}]}\n",
+    )
+    .expect("write");
+    let err = fails(&["load", "--db", s(&db), "--collection", "u", "--docs", s(&big)]);
+    assert!(
+        err.contains("line 2") && err.contains("18446744073709551615"),
+        "{err}"
+    );
+    let err = fails(&["count", "--db", s(&db), "--collection", "u"]);
+    assert!(err.contains("unknown collection"), "{err}");
+    let err = fails(&[
+        "count",
+        "--db",
+        s(&db),
+        "--collection",
+        "b",
+        "--filter",
+        r#"{"_id": 9223372036854775808}"#,
+    ]);
+    assert!(err.contains("--filter") && err.contains("64-bit"), "{err}");
+    // i64's own limits are integers still.
+    let edge = dir.path().join("edge.jsonl");
+    std::fs::write(
+        &edge,
+        "{\"_id\": 9223372036854775807, \"m\": -9223372036854775808}\n",
+    )
+    .expect("write");
+    ok(&[
+        "load",
+        "--db",
+        s(&db),
+        "--collection",
+        "e",
+        "--docs",
+        s(&edge),
+        "--quiet",
+    ]);
+    let got = ok(&["find", "--db", s(&db), "--collection", "e"]);
+    assert!(
+        got.contains("9223372036854775807") && got.contains("-9223372036854775808"),
+        "{got}"
+    );
 }
 
 #[test]
