@@ -245,12 +245,65 @@ pub fn encode<T: Serialize + ?Sized>(v: &T) -> io::Result<Vec<u8>> {
 /// with more after its value, such as two requests in one frame, is
 /// refused rather than read in part).
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
-    let value = T::deserialize(&mut de).map_err(|e| e.to_string())?;
-    match bytes.len() as u64 - de.position().min(bytes.len() as u64) {
-        0 => Ok(value),
-        extra => Err(format!("{extra} bytes follow the value")),
+    let value = rmp_serde::from_slice(bytes).map_err(|e| e.to_string())?;
+    match value_len(bytes) {
+        Some(n) if n == bytes.len() => Ok(value),
+        Some(n) => Err(format!("{} bytes follow the value", bytes.len() - n)),
+        None => Err("not one MessagePack value".into()),
     }
+}
+
+/// The length of the MessagePack value at the start of `b`, read without
+/// copying or decoding it (markers and lengths only, no recursion); `None`
+/// when `b` ends inside it or holds a reserved marker.
+fn value_len(b: &[u8]) -> Option<usize> {
+    let mut at = 0usize;
+    // Values still to read: one, plus each container's items as it opens.
+    let mut pending: u64 = 1;
+    let be = |at: usize, n: usize| -> Option<usize> {
+        let bytes = b.get(at..at.checked_add(n)?)?;
+        Some(bytes.iter().fold(0usize, |acc, &x| (acc << 8) | usize::from(x)))
+    };
+    while pending > 0 {
+        pending -= 1;
+        let marker = *b.get(at)?;
+        at += 1;
+        // (payload bytes to skip, items to read)
+        let (skip, items): (usize, u64) = match marker {
+            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (0, 0),
+            0x80..=0x8f => (0, 2 * u64::from(marker & 0x0f)),
+            0x90..=0x9f => (0, u64::from(marker & 0x0f)),
+            0xa0..=0xbf => (usize::from(marker & 0x1f), 0),
+            0xc4 | 0xd9 => (1 + be(at, 1)?, 0),
+            0xc5 | 0xda => (2 + be(at, 2)?, 0),
+            0xc6 | 0xdb => (4 + be(at, 4)?, 0),
+            0xc7 => (1 + 1 + be(at, 1)?, 0),
+            0xc8 => (2 + 1 + be(at, 2)?, 0),
+            0xc9 => (4 + 1 + be(at, 4)?, 0),
+            0xca | 0xce | 0xd2 => (4, 0),
+            0xcb | 0xcf | 0xd3 => (8, 0),
+            0xcc | 0xd0 => (1, 0),
+            0xcd | 0xd1 => (2, 0),
+            0xd4 => (2, 0),
+            0xd5 => (3, 0),
+            0xd6 => (5, 0),
+            0xd7 => (9, 0),
+            0xd8 => (17, 0),
+            0xdc => (2, be(at, 2)? as u64),
+            0xdd => (4, be(at, 4)? as u64),
+            0xde => (2, 2 * be(at, 2)? as u64),
+            0xdf => (4, 2 * be(at, 4)? as u64),
+            0xc1 => return None,
+        };
+        at = at.checked_add(skip)?;
+        pending = pending.checked_add(items)?;
+        // Every item takes at least one byte: a claim of more than are left
+        // ends here rather than counting down through them.
+        if pending > (b.len().saturating_sub(at)) as u64 {
+            return None;
+        }
+    }
+    (at <= b.len()).then_some(at)
 }
 
 // ---------------------------------------------------------------- envelopes
@@ -716,6 +769,60 @@ pub struct SearchBatchReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `value_len` measures every marker family at its size boundaries,
+    /// nested, with or without bytes after the value, and gives up on a
+    /// value cut short.
+    #[test]
+    fn value_len_measures_each_marker_and_finds_trailing_bytes() {
+        use std::collections::BTreeMap;
+        let text = |n: usize| "x".repeat(n);
+        let mut values: Vec<Vec<u8>> = Vec::new();
+        for i in [
+            0i64,
+            1,
+            127,
+            128,
+            255,
+            256,
+            65_535,
+            65_536,
+            i64::from(u32::MAX) + 1,
+            -1,
+            -32,
+            -33,
+            -129,
+            -32_769,
+            i64::MIN,
+        ] {
+            values.push(encode(&i).unwrap());
+        }
+        values.push(encode(&u64::MAX).unwrap());
+        values.push(encode(&1.5f32).unwrap());
+        values.push(encode(&1.5f64).unwrap());
+        values.push(encode(&()).unwrap());
+        values.push(encode(&true).unwrap());
+        for n in [0, 31, 32, 255, 256, 65_535, 65_536] {
+            values.push(encode(&text(n)).unwrap());
+            values.push(encode(&Bin(vec![7; n])).unwrap());
+        }
+        let items: Vec<u32> = (0..20).collect();
+        values.push(encode(&items).unwrap());
+        values.push(encode(&vec![0u8; 70_000].iter().map(|_| 1u8).collect::<Vec<u8>>()).unwrap());
+        let map: BTreeMap<String, Vec<String>> = (0..17).map(|i| (text(i), vec![text(i); i])).collect();
+        values.push(encode(&map).unwrap());
+        values.push(encode(&vec![map.clone(); 3]).unwrap());
+        for v in &values {
+            assert_eq!(value_len(v), Some(v.len()), "{:x?}", &v[..v.len().min(8)]);
+            let mut longer = v.clone();
+            longer.extend_from_slice(&encode(&1u8).unwrap());
+            assert_eq!(value_len(&longer), Some(v.len()));
+            assert_eq!(value_len(&v[..v.len() - 1]), None, "cut short");
+        }
+        // A reserved marker, and an array claiming more items than bytes.
+        assert_eq!(value_len(&[0xc1]), None);
+        assert_eq!(value_len(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0x01]), None);
+    }
 
     #[test]
     fn frame_bounds_are_checked_before_allocating() {
