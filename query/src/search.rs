@@ -223,8 +223,9 @@ pub struct SearchExplain {
     /// Candidates pushed into a top-k heap.
     pub heap_pushes: u64,
     /// Where the strategy took its candidates from: `row tags` (the cache's
-    /// posting lists), `index`, `documents` (a pass over them) or `kept
-    /// matches` (see `estimated_by`); empty for a scan that checks documents.
+    /// posting lists), `index`, `documents` (a pass over them), `kept
+    /// matches` (see `estimated_by`) or `every row` (a bitmap without a
+    /// filter); empty for a scan that checks documents.
     pub candidates_from: &'static str,
 }
 
@@ -1486,7 +1487,10 @@ fn search_within(
                 Some(kept) => Some(&kept.rows),
                 None => from_documents.then_some(&found[..]),
             };
-            let exact = exact || matches.is_some();
+            // Without a filter, partitions or a transaction's writes, every
+            // visible row is a match, as in a plain scan.
+            let every_row_matches = spec.filter.is_none() && !partitioned && !checker.in_txn;
+            let exact = exact || matches.is_some() || every_row_matches;
             let (mask, from) = if let Some(rows) = matches {
                 let from = if from_documents {
                     "documents"

@@ -633,36 +633,37 @@ fn collect_equalities<'f>(filter: &'f Document, out: &mut Vec<(&'f str, &'f Bson
         }
         // Read as the filter parser reads it: a document of operators
         // gives its `$eq` (whatever else it holds: MongoDB takes the
-        // equality out of the conjunction), else the one value of an `$in`
+        // equality out of the conjunction) and the one value of an `$in`
         // or `$all`; any other value, a DBRef (`{$ref, $id}`) included, is
         // the equality itself.
-        let value = match v {
+        match v {
+            // Each of these is an equality of its own, so that two that
+            // disagree are refused as two equalities on one path are.
             Bson::Document(d) if crate::filter::is_operator_document(d) => {
                 let one = |op: &str| match d.get(op) {
-                    Some(Bson::Array(values)) if values.len() == 1 => {
-                        values.first().filter(|x| plain_value(x))
-                    }
+                    Some(Bson::Array(values)) => one_value(values),
                     _ => None,
                 };
-                match d.get("$eq").or_else(|| one("$in")).or_else(|| one("$all")) {
-                    Some(eq) => eq,
-                    None => continue,
+                for value in [d.get("$eq"), one("$in"), one("$all")].into_iter().flatten() {
+                    out.push((k, value));
                 }
             }
-            other => other,
-        };
-        out.push((k, value));
+            other => out.push((k, other)),
+        }
     }
 }
 
-/// Whether `$in`'s or `$all`'s one value means equality to itself: not a
-/// regular expression (a pattern) nor an `$elemMatch` (a condition).
-fn plain_value(x: &Bson) -> bool {
-    match x {
+/// The one value `$in` or `$all` lists (repeats of it included), when it
+/// means equality to itself: not a regular expression (a pattern) nor an
+/// `$elemMatch` (a condition).
+fn one_value(values: &[Bson]) -> Option<&Bson> {
+    let first = values.first()?;
+    let plain = match first {
         Bson::RegularExpression(_) => false,
         Bson::Document(d) => d.keys().next().is_none_or(|k| k != "$elemMatch"),
         _ => true,
-    }
+    };
+    (plain && values.iter().all(|v| v == first)).then_some(first)
 }
 
 #[cfg(test)]

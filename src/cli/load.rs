@@ -95,7 +95,7 @@ pub fn read_vectors(path: &Path, dim: Option<(usize, &str)>) -> Result<Vectors, 
 pub fn parse_json_doc(line: &str, what: &str) -> Result<Document, CliError> {
     let value: serde_json::Value =
         serde_json::from_str(line).map_err(|e| CliError::Input(format!("{what}: invalid JSON: {e}")))?;
-    if let Some(n) = too_big_integer(&value) {
+    if let Some(n) = too_big_integer(line) {
         return Err(CliError::Input(format!(
             "{what}: the integer {n} does not fit a 64-bit signed integer (it would be stored as a \
              rounded double); write it as {{\"$numberDecimal\": \"{n}\"}} or as a string"
@@ -110,16 +110,46 @@ pub fn parse_json_doc(line: &str, what: &str) -> Result<Document, CliError> {
     }
 }
 
-/// The first integer in `value` above `i64::MAX` (JSON has one number
-/// type, and extended JSON reads such an integer as a double, silently
-/// rounded), if any.
-fn too_big_integer(value: &serde_json::Value) -> Option<&serde_json::Number> {
-    match value {
-        serde_json::Value::Number(n) if n.is_u64() && n.as_i64().is_none() => Some(n),
-        serde_json::Value::Array(items) => items.iter().find_map(too_big_integer),
-        serde_json::Value::Object(fields) => fields.values().find_map(too_big_integer),
-        _ => None,
+/// The first integer literal in JSON text `line` outside int64's range
+/// (JSON has one number type: serde_json reads such a literal as a double,
+/// and extended JSON stores it so, silently rounded), if any. Read from the
+/// text, since a literal past `u64` arrives as a double already; a number
+/// written with a fraction or an exponent is a double by its own choice.
+fn too_big_integer(line: &str) -> Option<&str> {
+    let b = line.as_bytes();
+    let mut at = 0;
+    let mut in_string = false;
+    while at < b.len() {
+        let c = b[at];
+        if in_string {
+            match c {
+                b'\\' => at += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            at += 1;
+            continue;
+        }
+        match c {
+            b'"' => {
+                in_string = true;
+                at += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = at;
+                while at < b.len() && matches!(b[at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                    at += 1;
+                }
+                let token = &line[start..at];
+                let integer = !token.contains(['.', 'e', 'E']);
+                if integer && token.parse::<i64>().is_err() {
+                    return Some(token);
+                }
+            }
+            _ => at += 1,
+        }
     }
+    None
 }
 
 /// What to load.

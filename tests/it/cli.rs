@@ -388,11 +388,24 @@ fn text_the_loader_cannot_read_is_named_and_a_query_creates_no_database() {
         r#"{"_id": 9223372036854775808}"#,
     ]);
     assert!(err.contains("--filter") && err.contains("64-bit"), "{err}");
+    // Past u64 (read as a double before any check could see an integer)
+    // and below i64::MIN too; digits inside a string are text.
+    for (line, token) in [
+        (r#"{"_id": 1, "h": 18446744073709551616}"#, "18446744073709551616"),
+        (
+            r#"{"_id": 1, "s": "99999999999999999999", "h": -9223372036854775809}"#,
+            "-9223372036854775809",
+        ),
+    ] {
+        std::fs::write(&big, format!("{line}\n")).expect("write");
+        let err = fails(&["load", "--db", s(&db), "--collection", "u", "--docs", s(&big)]);
+        assert!(err.contains("line 1") && err.contains(token), "{err}");
+    }
     // i64's own limits are integers still.
     let edge = dir.path().join("edge.jsonl");
     std::fs::write(
         &edge,
-        "{\"_id\": 9223372036854775807, \"m\": -9223372036854775808}\n",
+        "{\"_id\": 9223372036854775807, \"m\": -9223372036854775808, \"f\": 1e30, \"t\": \"1234567890123456789012\\\"3\"}\n",
     )
     .expect("write");
     ok(&[

@@ -1323,6 +1323,32 @@ fn upserts_seed_one_clause_or_and_one_value_in_and_all() {
             .replace_one(doc! { "_id": { "$in": [40] } }, doc! { "r": 1 }, true)
             .expect("replace upsert");
         assert_eq!(r.upserted_id, Some(Bson::Int32(40)), "[{b}]");
+        // A list of one value repeated is that value; two different
+        // equalities on one path are refused, as MongoDB refuses them.
+        let r = c
+            .update_one(doc! { "d": { "$in": [6, 6] } }, doc! { "$set": { "s": 1 } }, true)
+            .expect("upsert");
+        let got = c
+            .get(r.upserted_id.expect("inserted"))
+            .expect("get")
+            .expect("doc");
+        assert_eq!(got.get_i32("d").ok(), Some(6), "[{b}] {got}");
+        let err = c
+            .update_one(
+                doc! { "d": { "$in": [1], "$all": [2] } },
+                doc! { "$set": { "s": 1 } },
+                true,
+            )
+            .expect_err("ambiguous");
+        assert!(err.to_string().contains("ambiguous"), "[{b}] {err}");
+        let r = c
+            .update_one(
+                doc! { "e": { "$eq": 3, "$in": [3] } },
+                doc! { "$set": { "s": 1 } },
+                true,
+            )
+            .expect("agreeing equalities");
+        assert!(r.upserted_id.is_some(), "[{b}]");
         for filter in [
             doc! { "m": { "$in": [1, 2] } },
             doc! { "$or": [{ "m": 1 }, { "m": 2 }] },
