@@ -63,6 +63,14 @@ impl<'db> Transaction<'db> {
         &mut self.inner
     }
 
+    /// Creates a collection as this transaction's first write: it exists,
+    /// with what the transaction writes to it, once the transaction
+    /// commits, and not at all otherwise. Fails with `CollectionExists` if
+    /// the name is taken.
+    pub fn create_collection(&mut self, config: slate_core::CollectionConfig) -> Result<()> {
+        Ok(self.inner.create_collection(config)?)
+    }
+
     /// Inserts a document; returns its `_id`.
     pub fn insert(&mut self, collection: &str, doc: Document) -> Result<Bson> {
         Ok(self.inner.insert(collection, doc)?)

@@ -320,36 +320,22 @@ impl Database {
 
     /// Creates a collection; fails with `CollectionExists` if the name is taken.
     pub fn create_collection(&self, config: CollectionConfig) -> Result<()> {
-        config.validate()?;
-        let cf = collection_cf(&config.name);
-        let mut txn = self.begin_store_write()?;
-        if txn.get(CATALOG_CF, config.name.as_bytes())?.is_some() {
-            return Err(Error::CollectionExists { name: config.name });
-        }
-        // A column family left behind by a crash between the two steps below
-        // holds nothing reachable: start it afresh.
-        if self.store.list_cfs().contains(&cf) {
-            self.store.drop_cf(&cf)?;
-        }
-        self.store.create_cf(&cf)?;
-        // The marker below goes into the new column family, in the same commit.
-        txn.rebase()?;
-        let bytes =
-            bson::to_vec(&config.to_document()).map_err(|e| Error::Corrupt { what: e.to_string() })?;
-        txn.put(CATALOG_CF, config.name.as_bytes(), bytes)?;
-        txn.put(&cf, crate::keys::exact_ids_key(), Vec::new())?;
-        txn.put(&cf, crate::keys::multikey_rule_key(), Vec::new())?;
-        self.shared.catalog.commit(true, || {
-            txn.commit_with(|version| {
-                let set = Arc::new(VectorSet::new(&config, version));
-                self.shared
-                    .vectors
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(config.name.clone(), set);
-            })
-        })?;
+        let mut txn = self.begin_write()?;
+        txn.create_collection(config)?;
+        txn.commit()?;
         Ok(())
+    }
+
+    /// Sets up the vector caches of collection `config`, created by the
+    /// commit at `version` (inside its publication, before its vectors
+    /// are applied).
+    pub(crate) fn add_vector_set(&self, config: &CollectionConfig, version: u64) {
+        let set = Arc::new(VectorSet::new(config, version));
+        self.shared
+            .vectors
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(config.name.clone(), set);
     }
 
     /// Drops a collection with all its documents, indexes and vectors.

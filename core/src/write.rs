@@ -43,6 +43,9 @@ pub struct WriteTxn<'db> {
     int32_marked: BTreeSet<String>,
     /// Whether a configuration was saved to the catalog.
     catalog_changed: bool,
+    /// Collections this transaction creates: their vector caches are set
+    /// up when it commits.
+    created: Vec<CollectionConfig>,
 }
 
 impl std::fmt::Debug for WriteTxn<'_> {
@@ -274,7 +277,46 @@ impl<'db> WriteTxn<'db> {
             counts: BTreeMap::new(),
             int32_marked: BTreeSet::new(),
             vector_ops: Vec::new(),
+            created: Vec::new(),
         })
+    }
+
+    /// Creates a collection in this transaction, before any other write of
+    /// it (refused after one): it exists, with everything written to it
+    /// here, once the transaction commits, and not at all if it does not.
+    /// Fails with `CollectionExists` if the name is taken.
+    ///
+    /// Its column family is made now, outside the transaction: a
+    /// transaction dropped (or a process killed) before its commit leaves
+    /// it empty and unnamed by the catalog, and the next creation of the
+    /// name starts it afresh.
+    pub fn create_collection(&mut self, config: CollectionConfig) -> Result<()> {
+        config.validate()?;
+        if self.txn.get(CATALOG_CF, config.name.as_bytes())?.is_some()
+            || self.configs.contains_key(&config.name)
+        {
+            return Err(Error::CollectionExists { name: config.name });
+        }
+        if !self.txn.is_empty() {
+            return Err(Error::InvalidConfig {
+                collection: config.name,
+                reason: "a collection is created first in its transaction, before any other write".into(),
+            });
+        }
+        let cf = collection_cf(&config.name);
+        let store = self.db.store();
+        // A column family left behind by a creation that did not commit
+        // holds nothing reachable: start it afresh.
+        if store.list_cfs().contains(&cf) {
+            store.drop_cf(&cf)?;
+        }
+        store.create_cf(&cf)?;
+        // The markers below go into the new column family.
+        self.txn.rebase()?;
+        self.txn.put(&cf, keys::exact_ids_key(), Vec::new())?;
+        self.txn.put(&cf, keys::multikey_rule_key(), Vec::new())?;
+        self.created.push(config.clone());
+        self.save_config(config)
     }
 
     fn config(&mut self, name: &str) -> Result<CollectionConfig> {
@@ -1124,8 +1166,14 @@ impl<'db> WriteTxn<'db> {
         let db = self.db;
         let ops = std::mem::take(&mut self.vector_ops);
         let mut failed = None;
+        let created = std::mem::take(&mut self.created);
         let version = db.shared.catalog.commit(self.catalog_changed, || {
             self.txn.commit_with(|version| {
+                // The new collections' caches first: this commit's vectors
+                // go into them.
+                for config in &created {
+                    db.add_vector_set(config, version);
+                }
                 // Recorded here, before this commit's turn ends, so that
                 // the next writer already finds it.
                 failed = db.apply_vector_ops(&ops, version).map(|cause| {

@@ -402,9 +402,9 @@ pub fn write(
             }
         }
     } else {
-        drop(txn);
-        db.create_collection(config)?;
-        txn = db.begin()?;
+        // In the same commit as the documents: a load stopped before it
+        // (a refused line, a kill) leaves no collection behind.
+        txn.create_collection(config)?;
     }
     let mut failure = None;
     for (i, d) in docs.into_iter().enumerate() {
@@ -417,19 +417,13 @@ pub fn write(
         }
         bar.inc(1);
     }
-    let outcome = match failure {
-        Some(e) => {
-            drop(txn); // roll back, and free the write lock for the clean-up below
-            Err(e)
+    // A refused document rolls the whole load back, the collection it
+    // created included (dropping the transaction).
+    match failure {
+        Some(e) => return Err(e),
+        None => {
+            txn.commit()?;
         }
-        None => txn.commit().map(|_| ()).map_err(CliError::from),
-    };
-    if let Err(e) = outcome {
-        if existing.is_none() {
-            // Leave no trace: not even the empty collection this load created.
-            let _ = db.drop_collection(&spec.collection);
-        }
-        return Err(e);
     }
     bar.finish_and_clear();
     let elapsed = start.elapsed();

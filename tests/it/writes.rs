@@ -1411,3 +1411,76 @@ fn pull_refuses_a_pattern_and_queries_dbref_fields() {
         );
     }
 }
+
+/// A collection created inside a transaction exists, with its documents
+/// and their vectors, only once the transaction commits: dropped before,
+/// it leaves nothing, not even after a reopen, and the name is free to
+/// create again. Created after another write, or twice, it is refused.
+#[test]
+fn a_collection_created_in_a_transaction_exists_only_once_it_commits() {
+    use slate::{Metric, VectorField};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let open = || slate::Db::builder(dir.path()).sync(false).open().expect("open");
+    let config = || {
+        CollectionConfig::new("t")
+            .index("g")
+            .vector_field_config(VectorField::new("v", 2, Metric::L2))
+    };
+    let docs = || (0..50).map(|i| doc! { "_id": i, "g": i % 5, "v": [f64::from(i), 0.0] });
+    for (b, db) in [("memory", slate::Db::memory()), ("rocks", open())] {
+        {
+            let mut txn = db.begin().expect("begin");
+            txn.create_collection(config()).expect("create");
+            for d in docs() {
+                txn.insert("t", d).expect("insert");
+            }
+            // Dropped: rolled back.
+        }
+        assert!(db.collection("t").is_err(), "[{b}] no collection before a commit");
+        assert!(
+            !db.list_collections().expect("list").contains(&"t".to_owned()),
+            "[{b}]"
+        );
+        let mut txn = db.begin().expect("begin");
+        txn.insert("x", doc! { "_id": 1 }).expect_err("no collection x");
+        txn.create_collection(config())
+            .expect("create after a failed write (nothing written)");
+        let err = txn.create_collection(config()).expect_err("twice");
+        assert!(err.to_string().contains("exists"), "[{b}] {err}");
+        for d in docs() {
+            txn.insert("t", d).expect("insert");
+        }
+        let err = txn
+            .create_collection(CollectionConfig::new("u"))
+            .expect_err("after a write");
+        assert!(err.to_string().contains("first"), "[{b}] {err}");
+        txn.commit().expect("commit");
+        let coll = db.collection("t").expect("committed");
+        assert_eq!(coll.count(doc! { "g": 3 }).expect("count"), 10, "[{b}]");
+        let hits = coll.search("v", &[7.2, 0.0]).k(2).run().expect("search");
+        let ids: Vec<&Bson> = hits.iter().map(|h| &h.id).collect();
+        assert_eq!(ids, [&Bson::Int32(7), &Bson::Int32(8)], "[{b}]");
+        assert!(
+            !db.list_collections().expect("list").contains(&"u".to_owned()),
+            "[{b}]"
+        );
+    }
+    // RocksDB: a creation left uncommitted, then a reopen: nothing there,
+    // and the name is created afresh.
+    {
+        let db = open();
+        let mut txn = db.begin().expect("begin");
+        txn.create_collection(CollectionConfig::new("w")).expect("create");
+        txn.insert("w", doc! { "_id": 1 }).expect("insert");
+    }
+    let db = open();
+    assert!(
+        db.collection("w").is_err(),
+        "an uncommitted creation survived a reopen"
+    );
+    let w = db
+        .create_collection(CollectionConfig::new("w"))
+        .expect("create again");
+    assert_eq!(w.count(doc! {}).expect("count"), 0);
+    assert_eq!(db.collection("t").expect("t").count(doc! {}).expect("count"), 50);
+}

@@ -75,7 +75,8 @@ impl<'a> WriteTxn<'a> {
     /// families created since this transaction began (it holds the writer
     /// guard, so nothing else has changed). Only before the first change.
     pub fn rebase(&mut self) -> Result<()> {
-        assert!(self.changes.is_empty(), "rebase after a change would lose it");
+        assert!(self.is_empty(), "rebase after a change would lose it");
+        self.changes.clear();
         self.base = self.store.snapshot();
         Ok(())
     }
