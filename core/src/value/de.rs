@@ -97,22 +97,25 @@ pub(crate) fn pick_top_level_refs<'a>(
         Ok(None) => None,
         Err(_) => Some(Err(())),
     });
-    let mut inline = [None; INLINE_FIELDS];
-    let mut heap = Vec::new();
-    let values: &mut [Option<(&str, Value<'_>)>] = if fields.len() <= INLINE_FIELDS {
-        &mut inline[..fields.len()]
+    with_slots(fields.len(), |values| {
+        let id = super::project::pick_top_level(walk, fields, values).ok()?;
+        for (slot, value) in found.iter_mut().zip(values.iter()) {
+            *slot = match value {
+                Some((key, v)) => Some((*key, v.to_raw_ref()?)),
+                None => None,
+            };
+        }
+        id.map_or(Some(None), |v| v.to_raw_ref().map(Some))
+    })
+}
+
+/// Runs `f` on `n` empty slots for found fields: on the stack when few.
+fn with_slots<'a, R>(n: usize, f: impl FnOnce(&mut [Option<(&'a str, Value<'a>)>]) -> R) -> R {
+    if n <= INLINE_FIELDS {
+        f(&mut [None; INLINE_FIELDS][..n])
     } else {
-        heap.resize(fields.len(), None);
-        &mut heap
-    };
-    let id = super::project::pick_top_level(walk, fields, values).ok()?;
-    for (slot, value) in found.iter_mut().zip(values.iter()) {
-        *slot = match value {
-            Some((key, v)) => Some((*key, v.to_raw_ref()?)),
-            None => None,
-        };
+        f(&mut vec![None; n])
     }
-    id.map_or(Some(None), |v| v.to_raw_ref().map(Some))
 }
 
 /// Fields a projection names, found without allocating when few.
@@ -123,22 +126,16 @@ const INLINE_FIELDS: usize = 8;
 /// gives on the document projected to them, without building it.
 pub fn from_raw_fields<T: DeserializeOwned>(doc: &[u8], fields: &[String]) -> DeResult<T> {
     let mut elements = whole(doc)?.elements()?;
-    let mut inline = [None; INLINE_FIELDS];
-    let mut heap = Vec::new();
-    let found: &mut [Option<(&str, Value<'_>)>] = if fields.len() <= INLINE_FIELDS {
-        &mut inline[..fields.len()]
-    } else {
-        heap.resize(fields.len(), None);
-        &mut heap
-    };
-    let elements = std::iter::from_fn(|| elements.next_element().transpose());
-    let id = super::project::pick_top_level(elements, fields, found)?;
-    T::deserialize(MapAccessDeserializer::new(Listed {
-        id,
-        found,
-        pos: 0,
-        pending: None,
-    }))
+    with_slots(fields.len(), |found| {
+        let elements = std::iter::from_fn(|| elements.next_element().transpose());
+        let id = super::project::pick_top_level(elements, fields, found)?;
+        T::deserialize(MapAccessDeserializer::new(Listed {
+            id,
+            found,
+            pos: 0,
+            pending: None,
+        }))
+    })
 }
 
 /// `_id`, then the fields found, as a map.
