@@ -459,6 +459,13 @@ fn queries(lookup_ids: Vec<i64>) -> Vec<Query> {
             },
             "WHERE status = 'active' ORDER BY contacts_count LIMIT 200",
         ),
+        // A sort the index answers: read in the index's order, stopped at
+        // the limit (no filter, so nothing else narrows it).
+        find_query(
+            "sort_by_status_limit200",
+            |c| c.find(doc! {}).sort("status").limit(200),
+            "ORDER BY status LIMIT 200",
+        ),
         find_query(
             "last_contacted_null",
             |c| c.find(doc! { "last_contacted_at": Bson::Null }),
