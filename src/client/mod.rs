@@ -8,7 +8,7 @@
 
 mod collection;
 
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
@@ -153,6 +153,10 @@ impl ClientBuilder {
     }
 }
 
+/// The most a broken connection's queued answer is read for, to be
+/// dropped (see [`Conn::mark_broken`]).
+const DRAIN_ON_BREAK: usize = 64 << 20;
+
 #[derive(Debug)]
 struct Conn {
     reader: BufReader<TcpStream>,
@@ -180,7 +184,23 @@ impl Conn {
     /// server still writing an abandoned answer stops, and its slot frees
     /// before the next call asks for a new one.
     fn mark_broken(&mut self, reason: String) {
-        let _ = self.writer.get_ref().shutdown(std::net::Shutdown::Both);
+        let stream = self.writer.get_ref();
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        // A receive buffer left full holds the server's window at zero: the
+        // server then waits out its write timeout with the slot taken, as
+        // no new byte reaches this socket to draw the reset that data after
+        // a shutdown draws. What is queued is read and dropped, without
+        // waiting, so that the server's next bytes draw it.
+        if stream.set_nonblocking(true).is_ok() {
+            let mut sink = [0u8; 64 * 1024];
+            let mut drained = 0usize;
+            while drained < DRAIN_ON_BREAK {
+                match (&mut &*stream).read(&mut sink) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => drained += n,
+                }
+            }
+        }
         self.broken.get_or_insert(reason);
     }
 
