@@ -236,10 +236,12 @@ fn pull_condition(path: &str, value: &Bson) -> Result<PullCond, UpdateError> {
     match value {
         // A condition on the element itself (`{$gte: 6}`), not a query on
         // document elements (`{a: 1}`, `{$or: [..]}`).
+        // (A DBRef's `$ref`, `$id` and `$db` are fields, as in a filter.)
         Bson::Document(d)
-            if d.keys().next().is_some_and(|k| {
-                k.starts_with('$') && !matches!(k.as_str(), "$and" | "$or" | "$nor" | "$ref" | "$id" | "$db")
-            }) =>
+            if crate::filter::is_operator_document(d)
+                && d.keys()
+                    .next()
+                    .is_some_and(|k| !matches!(k.as_str(), "$and" | "$or" | "$nor")) =>
         {
             // A condition on the element itself: wrap it as {v: cond}.
             let f =

@@ -58,6 +58,26 @@ impl IndexPredicate {
     fn on_id(&self) -> bool {
         self.field == ID
     }
+
+    /// The source reading this predicate's keys (the document keys for
+    /// `_id`, else its index), with `estimate` documents.
+    fn into_source(self, estimate: u64, capped: bool) -> Source {
+        if self.on_id() {
+            Source::IdScan {
+                intervals: self.intervals,
+                estimate,
+                capped,
+            }
+        } else {
+            Source::IndexScan {
+                field: self.field,
+                intervals: self.intervals,
+                estimate,
+                capped,
+                multikey: self.multikey,
+            }
+        }
+    }
 }
 
 /// A plan that streams a sort's order (a scan in key order, an index in
@@ -121,7 +141,8 @@ fn estimate_predicate(
     counter: Option<Counter<'_>>,
 ) -> Result<Source> {
     if p.on_id() {
-        return estimate_ids(read, parts, p.intervals, cap);
+        let (estimate, capped) = estimate_ids(read, parts, &p.intervals, cap)?;
+        return Ok(p.into_source(estimate, capped));
     }
     // Counted by the counter when it can (exactly: never capped), else
     // from the index, up to `cap`.
@@ -145,25 +166,20 @@ fn estimate_predicate(
             (estimate, capped)
         }
     };
-    Ok(Source::IndexScan {
-        field: p.field,
-        intervals: p.intervals,
-        estimate,
-        capped,
-        multikey: p.multikey,
-    })
+    Ok(p.into_source(estimate, capped))
 }
 
-/// An `_id` scan of `intervals` in every partition: points are counted as
+/// The estimate of an `_id` scan of `intervals` in every partition, and
+/// whether its count stopped at `cap`: points are counted as
 /// one document each (one per partition: looking them up costs what
 /// checking them would), never capped; ranges by reading their keys, up to
 /// `cap` documents in all.
 fn estimate_ids(
     read: &CollectionRead<'_>,
     parts: &[Part],
-    intervals: Vec<Interval>,
+    intervals: &[Interval],
     cap: u64,
-) -> Result<Source> {
+) -> Result<(u64, bool)> {
     let points = intervals.iter().filter(|iv| iv.is_point()).count() as u64;
     let mut ranged = 0u64;
     let mut capped = false;
@@ -188,11 +204,7 @@ fn estimate_ids(
             ranged += n;
         }
     }
-    Ok(Source::IdScan {
-        intervals,
-        estimate: (points * parts.len() as u64).saturating_add(ranged),
-        capped,
-    })
+    Ok(((points * parts.len() as u64).saturating_add(ranged), capped))
 }
 
 /// What reading `s`'s documents costs, in steps of a scan: a range of
@@ -285,29 +297,8 @@ pub fn plan_find(read: &CollectionRead<'_>, parts: &[Part], spec: &FindSpec) -> 
                     && !(preds[0].on_id() && preds[0].intervals.iter().all(Interval::is_point))
             });
             if let Some(want) = uncounted {
-                let p = preds.swap_remove(0);
-                let estimate = want.min(total);
-                return finish_plan(
-                    read,
-                    parts,
-                    spec,
-                    total,
-                    if p.on_id() {
-                        Source::IdScan {
-                            intervals: p.intervals,
-                            estimate,
-                            capped: false,
-                        }
-                    } else {
-                        Source::IndexScan {
-                            field: p.field,
-                            intervals: p.intervals,
-                            estimate,
-                            capped: false,
-                            multikey: p.multikey,
-                        }
-                    },
-                );
+                let source = preds.swap_remove(0).into_source(want.min(total), false);
+                return finish_plan(read, parts, spec, total, source);
             }
             if lone && preds[0].on_id() {
                 // A lone `_id` condition is the source whatever a range of it
