@@ -409,7 +409,7 @@ impl Client {
                     if let Ok(IdAndErr {
                         id: 0,
                         err: Some(err),
-                    }) = protocol::decode::<IdAndErr>(&frame)
+                    }) = protocol::decode_frame::<IdAndErr>(&frame)
                     {
                         return Err(self.refusal(err));
                     }
@@ -426,7 +426,7 @@ impl Client {
                 }
                 Err(e) => return Err(self.conn_err(format!("answer to {op:?}: {e}"))),
             };
-            let head: IdAndErr = protocol::decode(&frame)
+            let head: IdAndErr = protocol::decode_frame(&frame)
                 .map_err(|e| self.conn_err(format!("answer to {op:?} is not a response: {e}")))?;
             if let Some(err) = head.err {
                 let kind = ErrorKind::from_name(&err.kind);

@@ -19,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use protocol::{decode, read_frame, ArgsOf, AuthArgs, Envelope, FrameError, WireError};
+use protocol::{decode, decode_frame, read_frame, ArgsOf, AuthArgs, Envelope, FrameError, WireError};
 
 use crate::Db;
 
@@ -453,7 +453,7 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
                 );
             }
         };
-        let env: Envelope = match decode(&frame) {
+        let env: Envelope = match decode_frame(&frame) {
             Ok(env) => env,
             Err(e) => {
                 let msg = format!(
