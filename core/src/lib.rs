@@ -37,3 +37,20 @@ pub use write::{get_path, StagedReplace, WriteTxn, MAX_DOCUMENT_BYTES};
 
 /// The low-level store transaction (the database one is [`WriteTxn`]).
 pub type StoreTxn<'a> = store::WriteTxn<'a>;
+
+/// Strategies shared by the unit tests of several modules.
+#[cfg(test)]
+pub(crate) mod testing {
+    use proptest::prelude::*;
+
+    /// Two keys of at most `max_len` bytes, the second sharing a prefix of
+    /// the first as often as not, both mostly zeros and ones, so that they
+    /// often agree for long stretches.
+    pub(crate) fn key_pair(max_len: usize) -> impl Strategy<Value = (Vec<u8>, Vec<u8>)> {
+        let bytes = || prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..=max_len);
+        (bytes(), bytes(), 0..=max_len).prop_map(move |(a, tail, cut)| {
+            let b = a.iter().take(cut).chain(&tail).copied().take(max_len).collect();
+            (a, b)
+        })
+    }
+}

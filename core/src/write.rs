@@ -1218,18 +1218,11 @@ mod tests {
 
     use super::*;
 
-    fn key_bytes() -> impl Strategy<Value = Vec<u8>> {
-        // Mostly zeros and ones, so keys often agree for long stretches.
-        prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..20)
-    }
-
     proptest! {
         /// Keys compared by their heads order exactly as their bytes, up
         /// to the head's 16 bytes and past them.
         #[test]
-        fn keys_compared_by_head_order_as_their_bytes(a in key_bytes(), tail in key_bytes(), cut in 0usize..20) {
-            // `b` shares a prefix of `a` as often as not.
-            let b: Vec<u8> = a.iter().take(cut).chain(&tail).copied().take(19).collect();
+        fn keys_compared_by_head_order_as_their_bytes((a, b) in crate::testing::key_pair(19)) {
             prop_assert_eq!(cmp_by_head((key_head(&a), &a), (key_head(&b), &b)), a.cmp(&b));
         }
     }

@@ -384,18 +384,11 @@ mod tests {
         assert_eq!(std::mem::size_of::<Key>(), 32);
     }
 
-    fn key_bytes() -> impl Strategy<Value = Vec<u8>> {
-        // Mostly zeros and ones, so keys often agree for long stretches.
-        prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..34)
-    }
-
     proptest! {
         /// Inline keys (compared as padded words) and shared ones order
         /// exactly as their bytes, near the inline limit and either side.
         #[test]
-        fn keys_order_as_their_bytes(a in key_bytes(), tail in key_bytes(), cut in 0usize..34) {
-            // `b` shares a prefix of `a` as often as not.
-            let b: Vec<u8> = a.iter().take(cut).chain(&tail).copied().take(33).collect();
+        fn keys_order_as_their_bytes((a, b) in crate::testing::key_pair(33)) {
             let (ka, kb) = (Key::new(a.clone()), Key::new(b.clone()));
             prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
             prop_assert_eq!(ka == kb, a == b);
