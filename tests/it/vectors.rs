@@ -1088,21 +1088,29 @@ fn auto_keeps_matches_at_its_second_search_when_they_pay() {
     }
 }
 
+/// A collection partitioned by `tenant` with a 4-d vector field, holding
+/// documents `0..n` as [`kept_doc`] writes them (`u = i % 50`, tenant
+/// `i % 3`), and their model.
+fn tenants_collection(db: &slate::Db, name: &str, n: i64) -> (slate::Collection, Model) {
+    let coll = db
+        .create_collection(
+            CollectionConfig::new(name)
+                .partition_key("tenant")
+                .vector_field_config(VectorField::new("v", 4, Metric::L2)),
+        )
+        .expect("create");
+    let model: Model = (0..n).map(|i| (i, (kept_vector(i), i % 50, i % 3))).collect();
+    coll.partitions(vec![Bson::Int64(0), Bson::Int64(1), Bson::Int64(2)])
+        .insert_many(model.iter().map(|(i, (v, u, t))| kept_doc(*i, v, *u, *t)))
+        .expect("insert");
+    (coll, model)
+}
+
 /// Matches kept for one partition are not another's, nor a pair's.
 #[test]
 fn kept_matches_belong_to_their_partitions() {
     for t in crate::backends() {
-        let coll =
-            t.db.create_collection(
-                CollectionConfig::new("kp")
-                    .partition_key("tenant")
-                    .vector_field_config(VectorField::new("v", 4, Metric::L2)),
-            )
-            .expect("create");
-        let mut model: Model = (0..3000).map(|i| (i, (kept_vector(i), i % 50, i % 3))).collect();
-        coll.partitions(vec![Bson::Int64(0), Bson::Int64(1), Bson::Int64(2)])
-            .insert_many(model.iter().map(|(i, (v, u, t))| kept_doc(*i, v, *u, *t)))
-            .expect("insert");
+        let (coll, mut model) = tenants_collection(&t.db, "kp", 3000);
         let query = [3.0f32, 1.0, -2.0, 0.5];
         let b = t.backend;
         let scopes = [vec![0], vec![1], vec![0, 1], vec![2]];
@@ -1152,17 +1160,7 @@ fn kept_matches_belong_to_their_partitions() {
 #[test]
 fn a_bitmap_without_a_filter_returns_the_scans_hits() {
     for t in crate::backends() {
-        let coll =
-            t.db.create_collection(
-                CollectionConfig::new("bf")
-                    .partition_key("tenant")
-                    .vector_field_config(VectorField::new("v", 4, Metric::L2)),
-            )
-            .expect("create");
-        let model: Model = (0..600).map(|i| (i, (kept_vector(i), i % 50, i % 3))).collect();
-        coll.partitions(vec![Bson::Int64(0), Bson::Int64(1), Bson::Int64(2)])
-            .insert_many(model.iter().map(|(i, (v, u, t))| kept_doc(*i, v, *u, *t)))
-            .expect("insert");
+        let (coll, model) = tenants_collection(&t.db, "bf", 600);
         let query = [3.0f32, 1.0, -2.0, 0.5];
         let b = t.backend;
         for tenants in [vec![0, 1, 2], vec![1], vec![0, 2]] {
