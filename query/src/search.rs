@@ -1009,8 +1009,10 @@ impl Forward<'_, '_> {
         for (key, doc) in written.iter().zip(docs) {
             let Some(row) = view.row_of(key) else { continue };
             rewritten.push(row);
-            if doc.is_some_and(|d| d.raw().is_ok_and(|raw| filter.matches(raw))) {
-                matching.push(row);
+            if let Some(doc) = doc {
+                if filter.matches(doc.raw()?) {
+                    matching.push(row);
+                }
             }
         }
         rewritten.sort_unstable();
@@ -1042,10 +1044,16 @@ struct Checker<'a, 'r> {
     /// without a filter.
     in_txn: bool,
     checked: AtomicU64,
+    /// The first read that failed (a store error, a corrupt document): the
+    /// kernels take a plain verdict, so the search reports it when they
+    /// return (see [`Checker::failure`]) instead of counting the document
+    /// out.
+    failed: std::sync::Mutex<Option<slate_core::Error>>,
 }
 
 impl Checker<'_, '_> {
-    /// Whether the document with key `key` is in the partitions and matches.
+    /// Whether the document with key `key` is in the partitions and matches;
+    /// a document that cannot be read is kept out and its error recorded.
     fn accepts(&self, key: &[u8]) -> bool {
         if self.partitioned && !in_parts(key, self.parts) {
             return false;
@@ -1054,15 +1062,23 @@ impl Checker<'_, '_> {
             return true;
         }
         self.checked.fetch_add(1, Ordering::Relaxed);
-        match self.read.get_key(key) {
-            Ok(Some(doc)) => self
-                .filter
-                .is_none_or(|f| doc.raw().is_ok_and(|raw| f.matches(raw))),
-            Ok(None) => false,
-            Err(e) => {
-                log::error!("search filter: reading {}: {e}", slate_core::KeyDisplay(key));
-                false
-            }
+        let verdict = self.read.get_key(key).and_then(|doc| match (doc, self.filter) {
+            (Some(doc), Some(f)) => Ok(f.matches(doc.raw()?)),
+            (Some(_), None) => Ok(true),
+            (None, _) => Ok(false),
+        });
+        verdict.unwrap_or_else(|e| {
+            let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+            failed.get_or_insert(e);
+            false
+        })
+    }
+
+    /// The first error a check met: the search's answer is then not exact.
+    fn failure(&self) -> Result<()> {
+        match self.failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
         }
     }
 }
@@ -1099,6 +1115,7 @@ fn search_within(
         partitioned,
         in_txn: read.in_write_txn(),
         checked: AtomicU64::new(0),
+        failed: Default::default(),
     };
     let rows = view.len() as u64;
     let mut explain = SearchExplain {
@@ -1542,6 +1559,7 @@ fn search_within(
             hits
         }
     };
+    checker.failure()?;
     explain.docs_checked += checker.checked.load(Ordering::Relaxed);
     let ids_only = ids_only(read, spec.projection.as_deref())?;
     let out = materialize_hits_as(read, &hits, spec.projection.as_deref(), ids_only, bound)?;
@@ -1590,16 +1608,26 @@ fn matching_rows(
         // Counted here and added once: threads adding to the shared count
         // for every document would contend for its cache line.
         let mut checked = 0;
+        let mut failed = None;
         read.visit_between(part, from.as_deref(), to.as_deref(), &mut |doc| {
             checked += 1;
-            if checker
-                .filter
-                .is_none_or(|f| doc.raw().is_ok_and(|raw| f.matches(raw)))
-            {
-                out.extend(view.row_of(&doc.key));
+            let verdict = match checker.filter {
+                Some(f) => doc.raw().map(|raw| f.matches(raw)),
+                None => Ok(true),
+            };
+            match verdict {
+                Ok(true) => out.extend(view.row_of(&doc.key)),
+                Ok(false) => {}
+                Err(e) => {
+                    failed = Some(e);
+                    return ControlFlow::Break(());
+                }
             }
             ControlFlow::Continue(())
         })?;
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
         checker.checked.fetch_add(checked, Ordering::Relaxed);
         Ok(out)
     };

@@ -1264,3 +1264,58 @@ fn a_search_past_its_byte_bound_is_refused_before_building_its_hits() {
         assert!(err.contains("1500000 bytes"), "{b}: {err}");
     }
 }
+
+/// A filtered search that meets a document it cannot read (damaged bytes on
+/// disk) fails, naming it, under every strategy: counting the document out
+/// would return hits that are not the filter's nearest.
+#[test]
+fn a_search_meeting_a_damaged_document_fails_instead_of_skipping_it() {
+    use slate::core::store::{Batch, Direction, Op, Store};
+    use slate::core::{KeyRange, RocksStore};
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::builder(dir.path()).sync(false).open().expect("rocks");
+        let docs: Vec<Document> = (0..50)
+            .map(|i| doc! { "_id": i, "n": i, "v": [i as f64, 0.0] })
+            .collect();
+        db.create_collection(CollectionConfig::new("c").vector("v", 2, Metric::L2))
+            .expect("create")
+            .insert_many(docs)
+            .expect("insert");
+    }
+    {
+        // The document nearest the query, `_id` 0, damaged in place.
+        let store = RocksStore::open(dir.path()).expect("store");
+        let cf = store
+            .list_cfs()
+            .into_iter()
+            .find(|cf| !cf.starts_with("__") && cf != "default")
+            .expect("the collection's column family");
+        let key = {
+            let snap = store.snapshot();
+            let mut docs = snap
+                .range(&cf, &KeyRange::prefix(b"d:"), Direction::Forward)
+                .expect("range");
+            let (key, _) = docs.next().expect("a document").expect("entry");
+            key.into_owned()
+        };
+        let value: slate::core::store::Bytes = vec![9u8, 0, 0, 0, 1].into();
+        let batch = Batch {
+            ops: vec![(cf, vec![Op::Put { key, value }])],
+        };
+        store.apply(batch, &mut |_| {}).expect("damage");
+    }
+    let db = Db::builder(dir.path()).sync(false).open().expect("reopen");
+    let coll = db.collection("c").expect("collection");
+    for strategy in [Strategy::Scan, Strategy::Gather, Strategy::Bitmap, Strategy::Auto] {
+        let err = coll
+            .search("v", &[0.0, 0.0])
+            .k(3)
+            .filter(doc! { "n": { "$gte": 0 } })
+            .strategy(strategy)
+            .fresh()
+            .run()
+            .expect_err(&format!("{strategy}: a damaged document is an error"));
+        assert!(err.to_string().contains("corrupt"), "{strategy}: {err}");
+    }
+}
