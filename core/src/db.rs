@@ -227,6 +227,13 @@ impl Database {
                     reason: format!("it holds column family {other:?} and no Slate catalog"),
                 });
             }
+            // Keys in RocksDB's default column family (where a plain
+            // `DB::open` keeps them): the same.
+            if store.holds_foreign_keys()? {
+                return Err(Error::NotSlate {
+                    reason: "its default column family holds keys and there is no Slate catalog".into(),
+                });
+            }
             store.create_cf(CATALOG_CF)?;
         }
         check_format(store.as_ref())?;

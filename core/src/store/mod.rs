@@ -180,6 +180,14 @@ pub trait Store: Send + Sync + Debug {
     /// The column families, sorted by name.
     fn list_cfs(&self) -> Vec<String>;
 
+    /// Whether the store holds keys outside its column families (RocksDB's
+    /// default column family, which Slate never writes): another program's
+    /// data, which [`Database::open`](crate::Database::open) refuses to
+    /// adopt. None by default.
+    fn holds_foreign_keys(&self) -> Result<bool> {
+        Ok(false)
+    }
+
     /// The lock that makes writers take turns. [`WriteTxn`] holds it for its
     /// life. [`Error::NestedWrite`](crate::Error::NestedWrite) on the thread
     /// that holds it.

@@ -382,6 +382,14 @@ impl Store for RocksStore {
         self.handles.load().keys().cloned().collect()
     }
 
+    fn holds_foreign_keys(&self) -> Result<bool> {
+        let mut iter = self.db.raw_iterator();
+        iter.seek_to_first();
+        let any = iter.valid();
+        iter.status()?;
+        Ok(any)
+    }
+
     fn write_lock(&self) -> Result<WriteGuard<'_>> {
         self.writer.acquire()
     }

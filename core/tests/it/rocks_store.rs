@@ -172,6 +172,23 @@ fn a_database_that_is_not_slates_is_refused_untouched() {
     );
 }
 
+/// Another program's RocksDB that keeps its keys in the default column
+/// family (a plain `DB::open`) is refused too, and still opens as it did.
+#[test]
+fn a_plain_rocksdb_with_keys_in_its_default_column_family_is_refused_untouched() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let raw = rocksdb::DB::open_default(dir.path()).expect("plain rocksdb");
+        raw.put(b"k", b"v").expect("put");
+    }
+    let store = RocksStore::open(dir.path()).expect("open");
+    let err = slate_core::Database::open(Arc::new(store)).expect_err("not Slate's");
+    assert!(matches!(err, slate_core::Error::NotSlate { .. }), "{err}");
+    let raw = rocksdb::DB::open_default(dir.path()).expect("still opens without Slate's column families");
+    assert_eq!(raw.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
+}
+
 /// A collection whose column family is gone while the catalog still names it
 /// (a drop cut short by a crash of a store that does not sync its log): the
 /// database opens, with the drop completed.
