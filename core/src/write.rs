@@ -522,9 +522,24 @@ impl<'db> WriteTxn<'db> {
                 }
             }
         }
+        // A replacement that keeps a vector bit for bit and every index entry
+        // (the row's tags) leaves its row as it is: no second copy of the
+        // vector in the cache until a compaction, none rewritten on disk.
+        let same_entries = old.is_some_and(|o| o.index_keys == p.index_keys);
+        let kept = |field: &str, v: &[f32]| {
+            same_entries
+                && old.is_some_and(|o| {
+                    o.vectors.iter().any(|(f, w)| {
+                        f == field
+                            && w.len() == v.len()
+                            && w.iter().zip(v).all(|(a, b)| a.to_bits() == b.to_bits())
+                    })
+                })
+        };
         for vf in &config.vectors {
             let vk = keys::vector_key(&p.part, &vf.field, &p.id_enc);
             match (p.vectors.iter().find(|(f, _)| *f == vf.field), &tags) {
+                (Some((_, v)), Some(_)) if kept(&vf.field, v) => {}
                 (Some((_, v)), Some(tags)) => {
                     puts.push((vk, f32s_to_le(v).into()));
                     self.vector_ops.push((

@@ -1199,3 +1199,47 @@ fn counts_read_inside_a_write_transaction_include_its_own_writes() {
         assert_eq!(db.read().collection("p").expect("p").count(&a).expect("count"), 0);
     }
 }
+
+/// A replacement that keeps a document's vector and index entries keeps its
+/// cache row: updating other fields adds no row (a second copy of the
+/// vector until a compaction). A changed vector or indexed value (the row's
+/// tags) still gets a new row, and searches see every change.
+#[test]
+fn replacing_other_fields_keeps_the_vector_row() {
+    for (db, _dir) in databases() {
+        db.create_collection(CollectionConfig::new("c").index("k").vector("e", 2, Metric::L2))
+            .expect("create");
+        let doc = |i: i32, k: i32, n: i32, x: f64| doc! { "_id": i, "k": k, "n": n, "e": [x, 0.0] };
+        let mut txn = db.begin_write().expect("txn");
+        for i in 0..20 {
+            txn.insert("c", doc(i, i % 3, 0, f64::from(i))).expect("insert");
+        }
+        txn.commit().expect("commit");
+        let rows = |db: &Database| {
+            let read = db.read();
+            let view = read.collection("c").expect("c").vectors("e").expect("cache");
+            (view.row_count(), view.len())
+        };
+        let replace_all = |f: &dyn Fn(i32) -> Document| {
+            let mut txn = db.begin_write().expect("txn");
+            for i in 0..20 {
+                assert!(txn
+                    .replace("c", &Part::none(), &Bson::Int32(i), f(i))
+                    .expect("replace"));
+            }
+            txn.commit().expect("commit");
+        };
+        assert_eq!(rows(&db), (20, 20));
+        replace_all(&|i| doc(i, i % 3, 1, f64::from(i)));
+        assert_eq!(rows(&db), (20, 20), "an unindexed field changed");
+        replace_all(&|i| doc(i, (i + 1) % 3, 1, f64::from(i)));
+        assert_eq!(rows(&db), (40, 20), "an indexed field changed: new tags");
+        replace_all(&|i| doc(i, (i + 1) % 3, 1, f64::from(i) + 0.5));
+        assert_eq!(rows(&db), (60, 20), "the vector changed");
+        let read = db.read();
+        let view = read.collection("c").expect("c").vectors("e").expect("cache");
+        let hits = view.search(&[0.0, 0.0], 1, 1).expect("search");
+        assert_eq!(hits[0].distance, 0.25, "the latest vector is searched");
+        integrity(&db, "c");
+    }
+}
