@@ -62,6 +62,9 @@ pub struct StagedReplace {
     indexes: Vec<String>,
     new: Prepared,
     old: Prepared,
+    /// The transaction's write count when staged: `old` is what it held
+    /// then, and only then.
+    at: u64,
 }
 
 impl std::fmt::Debug for StagedReplace {
@@ -880,8 +883,10 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Writes replacements staged by [`stage_replace`](Self::stage_replace);
-    /// returns how many. A document staged twice fails the call, writing
-    /// none of them.
+    /// returns how many. A document staged twice, or any staged before this
+    /// transaction last wrote (its stored copy may be stale: writing it
+    /// would leave the indexes and counts out of step), fails the call,
+    /// writing none of them.
     pub fn write_staged(&mut self, staged: Vec<StagedReplace>) -> Result<u64> {
         // Staged replacements mostly come from one collection: its
         // configuration is looked up once a run, not once a document.
@@ -904,6 +909,13 @@ impl<'db> WriteTxn<'db> {
                     collection: s.collection.clone(),
                     id: show(&s.new.id),
                     reason: "the collection's indexes changed since it was staged: stage it again".into(),
+                });
+            }
+            if s.at != self.txn.writes() {
+                return Err(Error::InvalidDocument {
+                    collection: s.collection.clone(),
+                    id: show(&s.new.id),
+                    reason: "the transaction wrote since it was staged: stage it again".into(),
                 });
             }
         }
@@ -1013,6 +1025,7 @@ impl<'db> WriteTxn<'db> {
             indexes: config.indexes.clone(),
             new: p,
             old,
+            at: self.txn.writes(),
         }))
     }
 

@@ -46,6 +46,8 @@ pub struct WriteTxn<'a> {
     store: &'a dyn Store,
     base: Arc<dyn Snapshot + 'a>,
     changes: BTreeMap<String, CfChanges>,
+    /// Calls that changed something so far (see [`WriteTxn::writes`]).
+    writes: u64,
     // Declared last: released after the fields above are dropped.
     _guard: super::WriteGuard<'a>,
 }
@@ -67,6 +69,7 @@ impl<'a> WriteTxn<'a> {
             store,
             base,
             changes: BTreeMap::new(),
+            writes: 0,
             _guard: guard,
         })
     }
@@ -86,6 +89,13 @@ impl<'a> WriteTxn<'a> {
         self.base.version()
     }
 
+    /// How many puts and deletes this transaction has taken: a count that
+    /// only grows, so that work prepared from what the transaction read can
+    /// tell whether it wrote since.
+    pub fn writes(&self) -> u64 {
+        self.writes
+    }
+
     /// The snapshot this transaction reads through (without its own changes).
     pub fn base(&self) -> &dyn Snapshot {
         self.base.as_ref()
@@ -103,6 +113,7 @@ impl<'a> WriteTxn<'a> {
 
     /// Sets `key` to `value` in `cf`.
     pub fn put(&mut self, cf: &str, key: impl Into<Vec<u8>>, value: impl Into<Bytes>) -> Result<()> {
+        self.writes += 1;
         self.changes_mut(cf)?
             .writes
             .insert(key.into(), Some(value.into()));
@@ -120,6 +131,7 @@ impl<'a> WriteTxn<'a> {
         if entries.is_empty() {
             return Ok(());
         }
+        self.writes += 1;
         let writes = &mut self.changes_mut(cf)?.writes;
         // Merging rebuilds the buffered tree too (`append` is linear in both
         // sizes), so a short run among many buffered writes goes one by one.
@@ -157,12 +169,14 @@ impl<'a> WriteTxn<'a> {
 
     /// Removes `key` from `cf` (a no-op if absent).
     pub fn delete(&mut self, cf: &str, key: impl Into<Vec<u8>>) -> Result<()> {
+        self.writes += 1;
         self.changes_mut(cf)?.writes.insert(key.into(), None);
         Ok(())
     }
 
     /// Removes every key of `cf` in `range`.
     pub fn delete_range(&mut self, cf: &str, range: KeyRange) -> Result<()> {
+        self.writes += 1;
         let changes = self.changes_mut(cf)?;
         if range.is_empty() {
             return Ok(());

@@ -1114,6 +1114,27 @@ fn staged_replacements_are_written_once_each() {
         .get_by_id(&Part::none(), &Bson::Int32(3))
         .expect("get")
         .is_none());
+    drop(c);
+    drop(read);
+    // A write between staging and writing: the staged copy of the stored
+    // document may be stale (here it was deleted, and writing the copy
+    // would bring it back without its count or index entry), so the write
+    // is refused.
+    let mut txn = db.begin_write().expect("begin");
+    let d = txn
+        .stage_replace("c", &k2, doc! { "_id": 2, "k": 2, "x": 1 })
+        .expect("stage")
+        .expect("there");
+    assert!(txn.delete("c", &Part::none(), &Bson::Int32(2)).expect("delete"));
+    let err = txn.write_staged(vec![d]).expect_err("wrote since");
+    assert!(err.to_string().contains("wrote since it was staged"), "{err}");
+    let e = txn
+        .stage_replace("c", &k1, doc! { "_id": 1, "k": 1, "x": 1 })
+        .expect("stage")
+        .expect("there");
+    assert_eq!(txn.write_staged(vec![e]).expect("nothing written since"), 1);
+    txn.commit().expect("commit");
+    integrity(&db, "c");
 }
 
 /// Refuses the first drop of each collection's column family (a disk
