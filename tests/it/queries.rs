@@ -33,9 +33,10 @@ fn cmp(a: &Bson, b: &Bson) -> Ordering {
     slate::core::value::compare(raw(a).as_raw_bson_ref(), raw(b).as_raw_bson_ref())
 }
 
-/// The values a sort on `parts` considers (MongoDB): through documents; through arrays of
-/// documents element by element (other elements give nothing); a leaf array gives its elements;
-/// a missing field, or a scalar where the path goes on, gives `null`. `None` stands for an empty
+/// The values a sort on `parts` considers (MongoDB's index keys): through documents; through
+/// arrays element by element, where an element that is not a document, or an empty array, gives
+/// `null`; a leaf array gives its elements; a missing field, or a scalar where the path goes on,
+/// gives `null`. `None` stands for an empty
 /// leaf array, which sorts below `null`, as MongoDB sorts it (as `undefined`), and for a stored
 /// `undefined`.
 fn sort_values(cur: &Bson, parts: &[&str], out: &mut Vec<Option<Bson>>) {
@@ -53,10 +54,12 @@ fn sort_values(cur: &Bson, parts: &[&str], out: &mut Vec<Option<Bson>>) {
             Some(v) => sort_values(v, rest, out),
             None => out.push(Some(Bson::Null)),
         },
+        Bson::Array(items) if items.is_empty() => out.push(Some(Bson::Null)),
         Bson::Array(items) => {
             for e in items {
-                if let Bson::Document(_) = e {
-                    sort_values(e, parts, out);
+                match e {
+                    Bson::Document(_) => sort_values(e, parts, out),
+                    _ => out.push(Some(Bson::Null)),
                 }
             }
         }
@@ -994,6 +997,132 @@ fn empty_arrays_sort_below_null_and_missing() {
         let desc: Vec<Bson> = [1, 5, 3, 4, 2].into_iter().map(Bson::Int32).collect();
         assert_eq!(ids(false), asc, "[{}] ascending", t.backend);
         assert_eq!(ids(true), desc, "[{}] descending", t.backend);
+    }
+}
+
+/// Sorts on dot paths through arrays, empty arrays, `undefined`, nulls, nested arrays and
+/// positions order documents as MongoDB does: the document sets and orders of its
+/// `sort_dotted_paths.js` conformance test (single-field sorts, `_id` breaking ties either
+/// way), on both backends, with and without a limit (a bounded heap), with and without an
+/// index on the first component (multikey here, so the sort is done in memory).
+#[test]
+fn dotted_sorts_through_arrays_order_as_mongodb_orders_them() {
+    let u = Bson::Undefined;
+    let scalars = vec![
+        doc! { "_id": 1, "a": 1 },
+        doc! { "_id": 2, "a": u.clone() },
+        doc! { "_id": 3, "a": Bson::Null },
+        doc! { "_id": 4, "a": {} },
+        doc! { "_id": 5, "a": [] },
+        doc! { "_id": 6, "a": [1] },
+        doc! { "_id": 7, "a": [[1]] },
+        doc! { "_id": 8 },
+        doc! { "_id": 9, "a": [u.clone()] },
+    ];
+    let two = vec![
+        doc! { "_id": 1, "a": { "b": 2 } },
+        doc! { "_id": 2, "a": { "b": [] } },
+        doc! { "_id": 3, "a": { "b": [2, 3] } },
+        doc! { "_id": 4, "a": { "c": 1 } },
+        doc! { "_id": 5, "a": [] },
+        doc! { "_id": 6, "a": [{ "b": [5] }] },
+        doc! { "_id": 7, "a": [{ "b": [4, 5] }, { "b": 7 }] },
+        doc! { "_id": 8, "a": [{ "b": [1, 3] }, { "b": [2, 5] }] },
+        doc! { "_id": 9, "a": [{ "b": [] }, { "b": [1, 3] }] },
+    ];
+    let positional = vec![
+        doc! { "_id": 1, "a": [{ "b": [4, 1], "c": 1 }, { "b": [1, 5], "c": 2 }] },
+        doc! { "_id": 2, "a": [{ "b": 2, "c": [1, 3] }, { "b": 4, "c": [2, 4] }] },
+        doc! { "_id": 3, "a": [{ "b": [6, 4], "c": 1 }, { "b": [9, 7], "c": 2 }] },
+        doc! { "_id": 4, "a": [{ "b": 4, "c": [1, 2] }, { "b": 5, "c": [3, 2] }] },
+        doc! { "_id": 5, "a": [{ "b": [2, 3], "c": 1 }, { "b": [7, 6], "c": 3 }] },
+        doc! { "_id": 6, "a": [{ "b": 5, "c": [] }, { "b": 3, "c": 3 }] },
+        doc! { "_id": 7, "a": [{ "b": [], "c": 2 }, { "b": 2, "c": 3 }] },
+        doc! { "_id": 8, "a": [{ "b": 3, "c": [2] }, { "b": 8, "c": [3] }] },
+        doc! { "_id": 9, "a": [{ "b": [8], "c": 2 }, { "b": [6], "c": 3 }] },
+    ];
+    let three = vec![
+        doc! { "_id": 1, "a": { "b": { "c": 2 } } },
+        doc! { "_id": 2, "a": { "b": { "c": [] } } },
+        doc! { "_id": 3, "a": [{ "b": [] }, { "b": { "c": [] } }] },
+        doc! { "_id": 4, "a": [{ "b": { "c": 1 } }] },
+        doc! { "_id": 5, "a": { "b": [{ "c": 3 }, { "d": 1 }] } },
+        doc! { "_id": 6, "a": { "b": [{ "c": [5] }] } },
+        doc! { "_id": 7, "a": [] },
+        doc! { "_id": 8, "a": { "b": [{ "c": [1, 3] }, { "c": [2, 5] }] } },
+        doc! { "_id": 9, "a": [{ "b": [{ "c": [] }, { "c": [1, 3] }] }] },
+    ];
+    // Each set with its sorts: (sort, then `_id`, the order).
+    type Sorts = Vec<(&'static str, &'static str, [i32; 9])>;
+    let sets: Vec<(Vec<Document>, Sorts)> = vec![
+        (
+            scalars,
+            vec![
+                ("a", "_id", [2, 5, 9, 3, 8, 1, 6, 4, 7]),
+                ("a:desc", "_id", [7, 4, 1, 6, 3, 8, 2, 5, 9]),
+                ("a.0", "_id", [9, 1, 2, 3, 4, 5, 8, 6, 7]),
+                ("a.0:desc", "_id", [7, 6, 1, 2, 3, 4, 5, 8, 9]),
+            ],
+        ),
+        (
+            two,
+            vec![
+                ("a.b", "_id", [2, 9, 4, 5, 8, 1, 3, 7, 6]),
+                ("a.b", "_id:desc", [9, 2, 5, 4, 8, 3, 1, 7, 6]),
+                ("a.b:desc", "_id", [7, 6, 8, 3, 9, 1, 4, 5, 2]),
+                ("a.b:desc", "_id:desc", [7, 8, 6, 9, 3, 1, 5, 4, 2]),
+            ],
+        ),
+        (
+            positional,
+            vec![
+                ("a.0.b", "_id", [7, 1, 2, 5, 8, 3, 4, 6, 9]),
+                ("a.0.b", "_id:desc", [7, 1, 5, 2, 8, 4, 3, 6, 9]),
+                ("a.0.b:desc", "_id", [9, 3, 6, 1, 4, 5, 8, 2, 7]),
+                ("a.0.b:desc", "_id:desc", [9, 3, 6, 4, 1, 8, 5, 2, 7]),
+            ],
+        ),
+        (
+            three,
+            vec![
+                ("a.b.c", "_id", [2, 3, 9, 5, 7, 4, 8, 1, 6]),
+                ("a.b.c", "_id:desc", [9, 3, 2, 7, 5, 8, 4, 1, 6]),
+                ("a.b.c:desc", "_id", [6, 8, 5, 9, 1, 4, 3, 7, 2]),
+                ("a.b.c:desc", "_id:desc", [8, 6, 9, 5, 1, 4, 7, 3, 2]),
+            ],
+        ),
+    ];
+    for t in backends() {
+        for indexed in [false, true] {
+            for (n, (docs, sorts)) in sets.iter().enumerate() {
+                let mut config = CollectionConfig::new(format!("c{n}_{indexed}"));
+                if indexed {
+                    config = config.index("a");
+                }
+                let coll = t.db.create_collection(config).expect("create");
+                coll.insert_many(docs.clone()).expect("insert");
+                for (first, then, want) in sorts {
+                    for limit in [None, Some(500), Some(4)] {
+                        let mut find = coll.find(doc! {}).sort(*first).sort(*then);
+                        if let Some(n) = limit {
+                            find = find.limit(n);
+                        }
+                        let got: Vec<i32> = find
+                            .run()
+                            .expect("run")
+                            .iter()
+                            .map(|d| d.get_i32("_id").expect("id"))
+                            .collect();
+                        let want = &want[..limit.unwrap_or(9).min(9)];
+                        assert_eq!(
+                            got, want,
+                            "[{}] indexed {indexed}: sort {first}, {then}, limit {limit:?}",
+                            t.backend
+                        );
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -38,7 +38,7 @@ pub use materialize::{to_bson, Materializer, RawResult};
 pub use nesting::{nested_deeper_than, MAX_NESTING};
 pub use order::{bracket, compare, TypeBracket};
 pub use path::{
-    array_index, index_values, is_under, lookup_path, visit_path, visit_sort_path, FieldPath, LeafArrays,
+    array_index, index_values, is_under, lookup_path, visit_path, visit_sort_keys, FieldPath, LeafArrays,
     PathValue,
 };
 pub(crate) use project::{pick_top_level, project_path};

@@ -152,23 +152,76 @@ pub fn visit_path<'a, B, F>(
 where
     F: FnMut(PathValue<'a>) -> ControlFlow<B>,
 {
-    walk_document(doc, path, 0, leaf, false, f)
+    walk_document(doc, path, 0, leaf, f)
 }
 
-/// [`visit_path`] as MongoDB's sort keys walk a path: a numeric component
-/// after an array is only a position in it, never also a field of the
-/// array's documents (`items.0.p` is `items[0].p`, where a filter also
-/// looks for a field `"0"` in each element of `items`).
-pub fn visit_sort_path<'a, B, F>(
-    doc: &'a RawDocument,
+/// Calls `f` with each value a sort on `path` considers in `doc`, as
+/// MongoDB's sort keys (an index's keys) are generated, which is not how a
+/// filter walks a path:
+/// - a leaf array gives each element, an element that is an array whole,
+///   and an empty leaf array gives `undefined` (below `null`);
+/// - `null` where the path is missing, runs into a scalar, into an empty
+///   array, or into an array's element that is not a document (`a.b` of
+///   `{a: [7, {b: 5}]}` is `null` and 5);
+/// - a numeric component after an array is only a position in it, never
+///   also a field of the array's documents (`items.0.p` is `items[0].p`,
+///   where a filter also looks for a field `"0"` in each element), and a
+///   position that ends the path gives its element whole, an array
+///   included; one past the end is `null`.
+///
+/// At least one value for every document.
+pub fn visit_sort_keys<'a>(doc: &'a RawDocument, path: &FieldPath, f: &mut impl FnMut(RawBsonRef<'a>)) {
+    sort_keys_document(doc, path, 0, f)
+}
+
+fn sort_keys_document<'a>(
+    mut doc: &'a RawDocument,
     path: &FieldPath,
-    leaf: LeafArrays,
-    f: &mut F,
-) -> ControlFlow<B>
-where
-    F: FnMut(PathValue<'a>) -> ControlFlow<B>,
-{
-    walk_document(doc, path, 0, leaf, true, f)
+    mut i: usize,
+    f: &mut impl FnMut(RawBsonRef<'a>),
+) {
+    let last = path.len() - 1;
+    loop {
+        match field(doc, path.name(i)) {
+            Some(RawBsonRef::Document(d)) if i < last => {
+                doc = d;
+                i += 1;
+            }
+            Some(RawBsonRef::Array(a)) => return sort_keys_array(a, path, i + 1, f),
+            Some(v) if i == last => return f(v),
+            _ => return f(RawBsonRef::Null),
+        }
+    }
+}
+
+/// [`visit_sort_keys`] from array `a`, reached by `path[..rest]`.
+fn sort_keys_array<'a>(a: &'a RawArray, path: &FieldPath, rest: usize, f: &mut impl FnMut(RawBsonRef<'a>)) {
+    let mut elements = a.into_iter().map_while(Result::ok).peekable();
+    if rest == path.len() {
+        if elements.peek().is_none() {
+            return f(RawBsonRef::Undefined);
+        }
+        return elements.for_each(f);
+    }
+    match path.index(rest) {
+        Some(k) => match elements.nth(k) {
+            Some(e) if rest + 1 == path.len() => f(e),
+            Some(RawBsonRef::Document(d)) => sort_keys_document(d, path, rest + 1, f),
+            Some(RawBsonRef::Array(inner)) => sort_keys_array(inner, path, rest + 1, f),
+            _ => f(RawBsonRef::Null),
+        },
+        None => {
+            if elements.peek().is_none() {
+                return f(RawBsonRef::Null);
+            }
+            for e in elements {
+                match e {
+                    RawBsonRef::Document(d) => sort_keys_document(d, path, rest, f),
+                    _ => f(RawBsonRef::Null),
+                }
+            }
+        }
+    }
 }
 
 /// All values at `path` in `doc` (see [`visit_path`]).
@@ -198,13 +251,11 @@ pub fn index_values<'a>(doc: &'a RawDocument, path: &FieldPath) -> Vec<RawBsonRe
 }
 
 /// Looks up `path[i..]` in `doc` (MongoDB's `getFieldDottedOrArray`, then the array walk);
-/// `positional`: see [`visit_sort_path`].
 fn walk_document<'a, B, F>(
     mut doc: &'a RawDocument,
     path: &FieldPath,
     mut i: usize,
     leaf: LeafArrays,
-    positional: bool,
     f: &mut F,
 ) -> ControlFlow<B>
 where
@@ -217,7 +268,7 @@ where
                 doc = d;
                 i += 1;
             }
-            Some(RawBsonRef::Array(a)) => return walk_array(a, path, i + 1, leaf, positional, f),
+            Some(RawBsonRef::Array(a)) => return walk_array(a, path, i + 1, leaf, f),
             Some(v) if i == last => return f(PathValue::Value(v)),
             // Missing, unreadable, or a scalar where the path goes on.
             _ => return f(PathValue::Missing),
@@ -331,7 +382,6 @@ fn walk_array<'a, B, F>(
     path: &FieldPath,
     rest: usize,
     leaf: LeafArrays,
-    positional: bool,
     f: &mut F,
 ) -> ControlFlow<B>
 where
@@ -364,16 +414,15 @@ where
     }
     let index = path.index(rest);
     let ends_at_index = rest + 1 == path.len();
-    let by_name = !(positional && index.is_some());
     for (k, e) in elements().enumerate() {
-        if let (RawBsonRef::Document(d), true) = (e, by_name) {
-            walk_document(d, path, rest, leaf, positional, f)?;
+        if let RawBsonRef::Document(d) = e {
+            walk_document(d, path, rest, leaf, f)?;
         }
         if index == Some(k) {
             match e {
                 _ if ends_at_index => f(PathValue::Value(e))?,
-                RawBsonRef::Document(d) => walk_document(d, path, rest + 1, leaf, positional, f)?,
-                RawBsonRef::Array(inner) => walk_array(inner, path, rest + 1, leaf, positional, f)?,
+                RawBsonRef::Document(d) => walk_document(d, path, rest + 1, leaf, f)?,
+                RawBsonRef::Array(inner) => walk_array(inner, path, rest + 1, leaf, f)?,
                 _ => {}
             }
         }

@@ -2,10 +2,9 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use std::ops::ControlFlow;
 
 use bson::{RawBson, RawBsonRef, RawDocument};
-use slate_core::value::{compare, visit_sort_path, FieldPath, LeafArrays, PathValue};
+use slate_core::value::{compare, visit_sort_keys, FieldPath};
 
 /// One sort field: a dot path and a direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,10 +30,8 @@ impl SortField {
 }
 
 /// The sort key of a document for one field (MongoDB's rule): the smallest
-/// value at the path when ascending, the largest when descending, arrays
-/// taken element by element, a numeric component after an array only a
-/// position in it; `null` when the path is missing, `undefined`
-/// (which sorts below `null`) for an empty array.
+/// of the values [`visit_sort_keys`] finds when ascending, the largest when
+/// descending.
 pub fn sort_key(doc: &RawDocument, field: &SortField) -> RawBson {
     sort_key_ref(doc, field).to_raw_bson()
 }
@@ -42,22 +39,8 @@ pub fn sort_key(doc: &RawDocument, field: &SortField) -> RawBson {
 /// [`sort_key`], borrowed from `doc` (no allocation).
 pub fn sort_key_ref<'a>(doc: &'a RawDocument, field: &SortField) -> RawBsonRef<'a> {
     let mut best: Option<RawBsonRef<'a>> = None;
-    let _ = visit_sort_path(doc, &field.path, LeafArrays::Whole, &mut |v| {
-        match v {
-            PathValue::Missing => best = Some(better(best, RawBsonRef::Null, field.descending)),
-            PathValue::Value(RawBsonRef::Array(a)) => {
-                let mut empty = true;
-                for e in a.into_iter().map_while(Result::ok) {
-                    empty = false;
-                    best = Some(better(best, e, field.descending));
-                }
-                if empty {
-                    best = Some(better(best, RawBsonRef::Undefined, field.descending));
-                }
-            }
-            PathValue::Value(v) => best = Some(better(best, v, field.descending)),
-        }
-        ControlFlow::<()>::Continue(())
+    visit_sort_keys(doc, &field.path, &mut |v| {
+        best = Some(better(best, v, field.descending));
     });
     best.unwrap_or(RawBsonRef::Null)
 }
