@@ -1002,9 +1002,10 @@ fn empty_arrays_sort_below_null_and_missing() {
 
 /// Sorts on dot paths through arrays, empty arrays, `undefined`, nulls, nested arrays and
 /// positions order documents as MongoDB does: the document sets and orders of its
-/// `sort_dotted_paths.js` conformance test (single-field sorts, `_id` breaking ties either
-/// way), on both backends, with and without a limit (a bounded heap), with and without an
-/// index on the first component (multikey here, so the sort is done in memory).
+/// `sort_dotted_paths.js` conformance test (`_id` breaking ties either way; sorts on several
+/// fields, which under one array take their values from one element), on both backends, with
+/// and without a limit (a bounded heap), with and without an index on `a` (multikey here, so
+/// the sort is done in memory).
 #[test]
 fn dotted_sorts_through_arrays_order_as_mongodb_orders_them() {
     let u = Bson::Undefined;
@@ -1052,43 +1053,115 @@ fn dotted_sorts_through_arrays_order_as_mongodb_orders_them() {
         doc! { "_id": 8, "a": { "b": [{ "c": [1, 3] }, { "c": [2, 5] }] } },
         doc! { "_id": 9, "a": [{ "b": [{ "c": [] }, { "c": [1, 3] }] }] },
     ];
-    // Each set with its sorts: (sort, then `_id`, the order).
-    type Sorts = Vec<(&'static str, &'static str, [i32; 9])>;
+    let one_array = vec![
+        doc! { "_id": 1, "a": 1, "b": [2] },
+        doc! { "_id": 2, "a": 2, "b": [] },
+        doc! { "_id": 3, "a": [], "b": 4 },
+        doc! { "_id": 4, "a": [1], "b": 4 },
+        doc! { "_id": 5, "a": [2, 3], "b": 2 },
+        doc! { "_id": 6, "a": 2, "b": [3, 5] },
+        doc! { "_id": 7, "a": 1, "b": [1, 3] },
+        doc! { "_id": 8, "a": [1, 2], "b": 3 },
+        doc! { "_id": 9, "a": 2, "b": 3 },
+    ];
+    let common = vec![
+        doc! { "_id": 1, "a": [{ "b": 4, "c": 1 }, { "b": 1, "c": 2 }] },
+        doc! { "_id": 2, "a": [{ "b": 2, "c": 1 }, { "b": 4, "c": 2 }] },
+        doc! { "_id": 3, "a": [{ "b": 6, "c": 1 }, { "b": 9, "c": 2 }] },
+        doc! { "_id": 4, "a": [{ "b": 4, "c": 1 }, { "b": 5, "c": 3 }] },
+        doc! { "_id": 5, "a": [{ "b": 2, "c": 1 }, { "b": 7, "c": 3 }] },
+        doc! { "_id": 6, "a": [{ "b": 5, "c": 1 }, { "b": 3, "c": 3 }] },
+        doc! { "_id": 7, "a": [{ "b": 7, "c": 2 }, { "b": 2, "c": 3 }] },
+        doc! { "_id": 8, "a": [{ "b": 3, "c": 2 }, { "b": 8, "c": 3 }] },
+        doc! { "_id": 9, "a": [{ "b": 8, "c": 2 }, { "b": 6, "c": 3 }] },
+    ];
+    let apart = vec![
+        doc! { "_id": 1, "a": { "b": 1 }, "c": [{ "d": [4, 1] }, { "d": [1, 5] }] },
+        doc! { "_id": 2, "a": [{ "b": [1, 3] }, { "b": [2, 4] }], "c": { "d": 2 } },
+        doc! { "_id": 3, "a": { "b": 1 }, "c": [{ "d": [6, 4] }, { "d": [9, 7] }] },
+        doc! { "_id": 4, "a": [{ "b": [2] }, { "b": [3, 2] }], "c": { "d": 4 } },
+        doc! { "_id": 5, "a": { "b": 1 }, "c": [{ "d": [2, 3] }, { "d": [7, 6] }] },
+        doc! { "_id": 6, "a": [{ "b": [] }, { "b": 3 }], "c": { "d": 4 } },
+        doc! { "_id": 7, "a": { "b": 2 }, "c": [{ "d": [] }, { "d": 2 }] },
+        doc! { "_id": 8, "a": [{ "b": [2] }, { "b": [3] }], "c": { "d": 3 } },
+        doc! { "_id": 9, "a": { "b": 3 }, "c": [{ "d": [8] }, { "d": [6] }] },
+    ];
+    // Each set with its sorts: (the sort's fields, the order).
+    type Sorts = Vec<(&'static [&'static str], [i32; 9])>;
     let sets: Vec<(Vec<Document>, Sorts)> = vec![
         (
             scalars,
             vec![
-                ("a", "_id", [2, 5, 9, 3, 8, 1, 6, 4, 7]),
-                ("a:desc", "_id", [7, 4, 1, 6, 3, 8, 2, 5, 9]),
-                ("a.0", "_id", [9, 1, 2, 3, 4, 5, 8, 6, 7]),
-                ("a.0:desc", "_id", [7, 6, 1, 2, 3, 4, 5, 8, 9]),
+                (&["a", "_id"], [2, 5, 9, 3, 8, 1, 6, 4, 7]),
+                (&["a:desc", "_id"], [7, 4, 1, 6, 3, 8, 2, 5, 9]),
+                (&["a.0", "_id"], [9, 1, 2, 3, 4, 5, 8, 6, 7]),
+                (&["a.0:desc", "_id"], [7, 6, 1, 2, 3, 4, 5, 8, 9]),
             ],
         ),
         (
             two,
             vec![
-                ("a.b", "_id", [2, 9, 4, 5, 8, 1, 3, 7, 6]),
-                ("a.b", "_id:desc", [9, 2, 5, 4, 8, 3, 1, 7, 6]),
-                ("a.b:desc", "_id", [7, 6, 8, 3, 9, 1, 4, 5, 2]),
-                ("a.b:desc", "_id:desc", [7, 8, 6, 9, 3, 1, 5, 4, 2]),
+                (&["a.b", "_id"], [2, 9, 4, 5, 8, 1, 3, 7, 6]),
+                (&["a.b", "_id:desc"], [9, 2, 5, 4, 8, 3, 1, 7, 6]),
+                (&["a.b:desc", "_id"], [7, 6, 8, 3, 9, 1, 4, 5, 2]),
+                (&["a.b:desc", "_id:desc"], [7, 8, 6, 9, 3, 1, 5, 4, 2]),
             ],
         ),
         (
             positional,
             vec![
-                ("a.0.b", "_id", [7, 1, 2, 5, 8, 3, 4, 6, 9]),
-                ("a.0.b", "_id:desc", [7, 1, 5, 2, 8, 4, 3, 6, 9]),
-                ("a.0.b:desc", "_id", [9, 3, 6, 1, 4, 5, 8, 2, 7]),
-                ("a.0.b:desc", "_id:desc", [9, 3, 6, 4, 1, 8, 5, 2, 7]),
+                (&["a.0.b", "_id"], [7, 1, 2, 5, 8, 3, 4, 6, 9]),
+                (&["a.0.b", "_id:desc"], [7, 1, 5, 2, 8, 4, 3, 6, 9]),
+                (&["a.0.b:desc", "_id"], [9, 3, 6, 1, 4, 5, 8, 2, 7]),
+                (&["a.0.b:desc", "_id:desc"], [9, 3, 6, 4, 1, 8, 5, 2, 7]),
+                (&["a.c", "a.b", "_id"], [6, 1, 2, 5, 3, 4, 7, 8, 9]),
+                (&["a.c", "a.b:desc", "_id"], [6, 3, 1, 4, 5, 2, 9, 8, 7]),
+                (&["a.c:desc", "a.b", "_id"], [2, 7, 6, 4, 5, 9, 8, 1, 3]),
+                (&["a.c:desc", "a.b:desc", "_id"], [2, 8, 5, 9, 4, 6, 7, 3, 1]),
+                (&["a.b", "a", "_id"], [7, 1, 2, 5, 6, 8, 4, 3, 9]),
+                (&["a.b", "a:desc", "_id"], [7, 1, 5, 2, 8, 6, 3, 4, 9]),
+                (&["a.b:desc", "a", "_id"], [3, 8, 9, 5, 6, 4, 1, 2, 7]),
+                (&["a.b:desc", "a:desc", "_id"], [3, 9, 8, 5, 1, 4, 6, 2, 7]),
             ],
         ),
         (
             three,
             vec![
-                ("a.b.c", "_id", [2, 3, 9, 5, 7, 4, 8, 1, 6]),
-                ("a.b.c", "_id:desc", [9, 3, 2, 7, 5, 8, 4, 1, 6]),
-                ("a.b.c:desc", "_id", [6, 8, 5, 9, 1, 4, 3, 7, 2]),
-                ("a.b.c:desc", "_id:desc", [8, 6, 9, 5, 1, 4, 7, 3, 2]),
+                (&["a.b.c", "_id"], [2, 3, 9, 5, 7, 4, 8, 1, 6]),
+                (&["a.b.c", "_id:desc"], [9, 3, 2, 7, 5, 8, 4, 1, 6]),
+                (&["a.b.c:desc", "_id"], [6, 8, 5, 9, 1, 4, 3, 7, 2]),
+                (&["a.b.c:desc", "_id:desc"], [8, 6, 9, 5, 1, 4, 7, 3, 2]),
+            ],
+        ),
+        (
+            one_array,
+            vec![
+                (&["a", "b", "_id"], [3, 7, 1, 8, 4, 2, 5, 6, 9]),
+                (&["a", "b:desc", "_id"], [3, 4, 7, 8, 1, 6, 9, 5, 2]),
+                (&["a:desc", "b", "_id"], [5, 2, 6, 8, 9, 7, 1, 4, 3]),
+                (&["a:desc", "b:desc", "_id"], [5, 6, 8, 9, 2, 4, 7, 1, 3]),
+            ],
+        ),
+        (
+            common,
+            vec![
+                (&["a.c", "a.b", "_id"], [2, 5, 1, 4, 6, 3, 8, 7, 9]),
+                (&["a.c", "a.b:desc", "_id"], [3, 6, 1, 4, 2, 5, 9, 7, 8]),
+                (&["a.c:desc", "a.b", "_id"], [7, 6, 4, 9, 5, 8, 1, 2, 3]),
+                (&["a.c:desc", "a.b:desc", "_id"], [8, 5, 9, 4, 6, 7, 3, 2, 1]),
+                (&["a.c", "a", "_id"], [2, 5, 1, 4, 6, 3, 8, 7, 9]),
+                (&["a.c", "a:desc", "_id"], [3, 6, 1, 4, 2, 5, 9, 7, 8]),
+                (&["a.c:desc", "a", "_id"], [7, 6, 4, 9, 5, 8, 1, 2, 3]),
+                (&["a.c:desc", "a:desc", "_id"], [8, 5, 9, 4, 6, 7, 3, 2, 1]),
+            ],
+        ),
+        (
+            apart,
+            vec![
+                (&["a.b", "c.d", "_id"], [6, 1, 2, 5, 3, 7, 8, 4, 9]),
+                (&["a.b", "c.d:desc", "_id"], [6, 3, 5, 1, 2, 4, 8, 7, 9]),
+                (&["a.b:desc", "c.d", "_id"], [2, 8, 4, 6, 9, 7, 1, 5, 3]),
+                (&["a.b:desc", "c.d:desc", "_id"], [2, 9, 4, 6, 8, 7, 3, 5, 1]),
             ],
         ),
     ];
@@ -1101,9 +1174,12 @@ fn dotted_sorts_through_arrays_order_as_mongodb_orders_them() {
                 }
                 let coll = t.db.create_collection(config).expect("create");
                 coll.insert_many(docs.clone()).expect("insert");
-                for (first, then, want) in sorts {
+                for (spec, want) in sorts {
                     for limit in [None, Some(500), Some(4)] {
-                        let mut find = coll.find(doc! {}).sort(*first).sort(*then);
+                        let mut find = coll.find(doc! {});
+                        for field in *spec {
+                            find = find.sort(*field);
+                        }
                         if let Some(n) = limit {
                             find = find.limit(n);
                         }
@@ -1116,7 +1192,7 @@ fn dotted_sorts_through_arrays_order_as_mongodb_orders_them() {
                         let want = &want[..limit.unwrap_or(9).min(9)];
                         assert_eq!(
                             got, want,
-                            "[{}] indexed {indexed}: sort {first}, {then}, limit {limit:?}",
+                            "[{}] indexed {indexed}: sort {spec:?}, limit {limit:?}",
                             t.backend
                         );
                     }

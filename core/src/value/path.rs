@@ -11,6 +11,7 @@
 //!   `{a: [1, 2]}` has no value at all at `a.b` (not even `Missing`);
 //! - when the path ends on an array, [`LeafArrays`] says what is yielded.
 
+use std::cmp::Ordering;
 use std::ops::ControlFlow;
 
 use bson::{RawArray, RawBsonRef, RawDocument};
@@ -190,6 +191,145 @@ fn sort_keys_document<'a>(
             Some(RawBsonRef::Array(a)) => return sort_keys_array(a, path, i + 1, f),
             Some(v) if i == last => return f(v),
             _ => return f(RawBsonRef::Null),
+        }
+    }
+}
+
+/// One field of a sort: its path and whether it is descending.
+pub type SortPath<'p> = (&'p FieldPath, bool);
+
+/// The sort keys of `doc` on several fields at once, as MongoDB takes them:
+/// the best (first in sort order) of the tuples a compound index on the
+/// fields would hold. Fields that reach one array together take their
+/// values from one element of it (`a.c`, `a.b` of `{a: [{b: 4, c: 1}, {b:
+/// 1, c: 2}]}` are (1, 4), not (1, 1)); a field that reaches an array on
+/// its own, or by a position, takes its best value there as
+/// [`visit_sort_keys`] finds them. Where two fields reach different arrays
+/// (MongoDB refuses "parallel arrays") each takes its own best value.
+/// `cmp` orders two values of one field ascending.
+pub fn best_sort_keys<'a>(
+    doc: &'a RawDocument,
+    fields: &[SortPath<'_>],
+    cmp: &dyn Fn(RawBsonRef<'_>, RawBsonRef<'_>) -> Ordering,
+) -> Vec<RawBsonRef<'a>> {
+    let mut out = vec![RawBsonRef::Null; fields.len()];
+    let walks: Vec<(usize, usize)> = (0..fields.len()).map(|f| (f, 0)).collect();
+    joint_document(doc, fields, &walks, cmp, &mut out);
+    out
+}
+
+/// The better of `best` and `v` for a field (`best` on a tie).
+fn better<'a>(
+    best: Option<RawBsonRef<'a>>,
+    v: RawBsonRef<'a>,
+    descending: bool,
+    cmp: &dyn Fn(RawBsonRef<'_>, RawBsonRef<'_>) -> Ordering,
+) -> RawBsonRef<'a> {
+    match best {
+        Some(b) => match cmp(v, b) {
+            Ordering::Less if !descending => v,
+            Ordering::Greater if descending => v,
+            _ => b,
+        },
+        None => v,
+    }
+}
+
+/// [`best_sort_keys`] for the `walks` (a field, and the component its path
+/// goes on from) in `doc`, written to their fields' slots of `out`.
+fn joint_document<'a>(
+    doc: &'a RawDocument,
+    fields: &[SortPath<'_>],
+    walks: &[(usize, usize)],
+    cmp: &dyn Fn(RawBsonRef<'_>, RawBsonRef<'_>) -> Ordering,
+    out: &mut [RawBsonRef<'a>],
+) {
+    // Each walk down through documents, to a value or to an array.
+    let mut arrays: Vec<(&'a RawArray, usize, usize)> = Vec::new();
+    for &(f, from) in walks {
+        let path = fields[f].0;
+        let last = path.len() - 1;
+        let (mut cur, mut i) = (doc, from);
+        out[f] = loop {
+            match field(cur, path.name(i)) {
+                Some(RawBsonRef::Document(d)) if i < last => {
+                    cur = d;
+                    i += 1;
+                }
+                Some(RawBsonRef::Array(a)) => {
+                    arrays.push((a, f, i + 1));
+                    break RawBsonRef::Null;
+                }
+                Some(v) if i == last => break v,
+                _ => break RawBsonRef::Null,
+            }
+        };
+    }
+    let same = |x: &RawArray, y: &RawArray| std::ptr::eq(x.as_bytes(), y.as_bytes());
+    let by_name = |&(_, f, rest): &(&RawArray, usize, usize)| {
+        let path = fields[f].0;
+        rest == path.len() || path.index(rest).is_none()
+    };
+    let together = arrays.len() > 1 && arrays.iter().all(|a| same(a.0, arrays[0].0) && by_name(a));
+    if !together {
+        for (a, f, rest) in arrays {
+            let (path, descending) = fields[f];
+            let mut best = None;
+            sort_keys_array(a, path, rest, &mut |v| {
+                best = Some(better(best, v, descending, cmp))
+            });
+            out[f] = best.unwrap_or(RawBsonRef::Null);
+        }
+        return;
+    }
+    let array = arrays[0].0;
+    let mut elements = array.into_iter().map_while(Result::ok).peekable();
+    if elements.peek().is_none() {
+        for (_, f, rest) in arrays {
+            out[f] = if rest == fields[f].0.len() {
+                RawBsonRef::Undefined
+            } else {
+                RawBsonRef::Null
+            };
+        }
+        return;
+    }
+    // Each element's best tuple, the best of them kept (the fields in
+    // sort order: `walks`, hence `arrays`, are in field order).
+    let mut best: Option<Vec<RawBsonRef<'a>>> = None;
+    let mut on = Vec::new();
+    for e in elements {
+        let mut cand = out.to_vec();
+        on.clear();
+        for &(_, f, rest) in &arrays {
+            if rest == fields[f].0.len() {
+                cand[f] = e;
+            } else if matches!(e, RawBsonRef::Document(_)) {
+                on.push((f, rest));
+            } else {
+                cand[f] = RawBsonRef::Null;
+            }
+        }
+        if let (RawBsonRef::Document(d), false) = (e, on.is_empty()) {
+            joint_document(d, fields, &on, cmp, &mut cand);
+        }
+        let wins = best.as_ref().is_none_or(|b| {
+            for &(_, f, _) in &arrays {
+                let ord = cmp(cand[f], b[f]);
+                let ord = if fields[f].1 { ord.reverse() } else { ord };
+                if ord != Ordering::Equal {
+                    return ord == Ordering::Less;
+                }
+            }
+            false
+        });
+        if wins {
+            best = Some(cand);
+        }
+    }
+    if let Some(best) = best {
+        for (_, f, _) in arrays {
+            out[f] = best[f];
         }
     }
 }

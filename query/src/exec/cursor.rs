@@ -34,7 +34,7 @@ use slate_core::{keys, CollectionRead, DocRun, Part, RawDoc};
 
 use rayon::prelude::*;
 
-use super::sort::{sort_key_ref, Keyed, Sorter};
+use super::sort::{joint_sort_keys, sort_key_ref, Keyed, Sorter};
 use crate::plan::{MergeOp, Plan, Source};
 use crate::Result;
 
@@ -782,7 +782,14 @@ fn offer(
     }
     let fields = sorter.fields();
     // Borrowed keys first: most documents fall out of a bounded heap.
-    let keys = || fields.iter().map(|f| sort_key_ref(raw, f));
+    let joint = sorter.joint().then(|| joint_sort_keys(raw, fields));
+    let keys = || {
+        fields.iter().enumerate().map(|(i, f)| {
+            joint
+                .as_ref()
+                .map_or_else(|| sort_key_ref(raw, f), |keys| keys[i])
+        })
+    };
     let kept = shared.is_none_or(|s| s.would_keep_refs(keys(), &doc.key))
         && sorter.would_keep_refs(keys(), &doc.key);
     if kept {

@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use bson::{RawBson, RawBsonRef, RawDocument};
-use slate_core::value::{compare, visit_sort_keys, FieldPath};
+use slate_core::value::{best_sort_keys, compare, visit_sort_keys, FieldPath, SortPath};
 
 /// One sort field: a dot path and a direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,27 @@ pub fn sort_key_ref<'a>(doc: &'a RawDocument, field: &SortField) -> RawBsonRef<'
         best = Some(better(best, v, field.descending));
     });
     best.unwrap_or(RawBsonRef::Null)
+}
+
+/// The sort keys of `doc` on all of `fields` together (MongoDB's rule for
+/// fields under one array: see [`best_sort_keys`]); equal to
+/// [`sort_key_ref`] field by field when no two fields begin with the same
+/// component ([`Sorter::joint`]).
+pub fn joint_sort_keys<'a>(doc: &'a RawDocument, fields: &[SortField]) -> Vec<RawBsonRef<'a>> {
+    let paths: Vec<SortPath<'_>> = fields.iter().map(|f| (&f.path, f.descending)).collect();
+    best_sort_keys(doc, &paths, &compare_values)
+}
+
+/// Whether two of `fields` begin with the same component, so that they may
+/// reach one array together.
+fn share_a_first_component(fields: &[SortField]) -> bool {
+    fn first(f: &SortField) -> Option<&str> {
+        f.path.components().next()
+    }
+    fields
+        .iter()
+        .enumerate()
+        .any(|(i, a)| fields[..i].iter().any(|b| first(a) == first(b)))
 }
 
 /// The smaller of `best` and `v` (the larger when `descending`); `best` on a tie.
@@ -133,6 +154,8 @@ impl<T> Ord for HeapEntry<'_, T> {
 #[derive(Debug)]
 pub struct Sorter<'f, T> {
     fields: &'f [SortField],
+    /// See [`Sorter::joint`].
+    joint: bool,
     bound: Option<usize>,
     heap: BinaryHeap<HeapEntryBox<'f, T>>,
     all: Vec<Keyed<T>>,
@@ -168,6 +191,7 @@ impl<'f, T> Sorter<'f, T> {
     pub fn new(fields: &'f [SortField], bound: Option<usize>) -> Self {
         Self {
             fields,
+            joint: share_a_first_component(fields),
             bound,
             heap: BinaryHeap::new(),
             all: Vec::new(),
@@ -216,6 +240,12 @@ impl<'f, T> Sorter<'f, T> {
     /// The fields sorted on.
     pub fn fields(&self) -> &'f [SortField] {
         self.fields
+    }
+
+    /// Whether a document's keys must be found for all fields together
+    /// ([`joint_sort_keys`]) rather than field by field ([`sort_key_ref`]).
+    pub fn joint(&self) -> bool {
+        self.joint
     }
 
     /// How many items it keeps at most (`None`: all).
