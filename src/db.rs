@@ -11,6 +11,8 @@ use crate::{Collection, Result, Transaction};
 #[derive(Debug, Clone)]
 pub struct Db {
     pub(crate) inner: Arc<Database>,
+    /// See [`Db::with_transaction_limit`].
+    txn_limit: Option<u64>,
 }
 
 /// Options for opening a database on disk; each setter states its default.
@@ -57,6 +59,7 @@ impl DbBuilder {
         })?;
         Ok(Db {
             inner: Arc::new(inner),
+            txn_limit: None,
         })
     }
 }
@@ -82,7 +85,10 @@ impl Db {
     pub fn memory() -> Db {
         let db = Database::open(Arc::new(MemoryStore::new()))
             .expect("opening an empty in-memory database cannot fail");
-        Db { inner: Arc::new(db) }
+        Db {
+            inner: Arc::new(db),
+            txn_limit: None,
+        }
     }
 
     /// The layer underneath (storage, collections, raw reads).
@@ -122,7 +128,26 @@ impl Db {
     /// itself; so does one on that thread after the transaction was handed
     /// to another thread, until it ends.
     pub fn begin(&self) -> Result<Transaction<'_>> {
-        Transaction::new(&self.inner)
+        let mut txn = Transaction::new(&self.inner)?;
+        txn.inner().limit_bytes(self.txn_limit);
+        Ok(txn)
+    }
+
+    /// This database, through a handle whose write transactions (and
+    /// collection handles' writes) hold at most `bytes` of changes: once a
+    /// transaction's documents, index entries, vectors and staged
+    /// replacements pass it, its next insert, replacement or delete fails
+    /// with [`slate_core::Error::TransactionTooLarge`] and the write is
+    /// rolled back (see [`slate_core::WriteTxn::limit_bytes`]). `None` lifts
+    /// the limit (the default). A server sets one
+    /// ([`ServerConfig::max_transaction_bytes`](crate::ServerConfig)), so that
+    /// a small request such as `update_many({}, ..)` on a large collection
+    /// cannot make it hold the collection in memory.
+    pub fn with_transaction_limit(&self, bytes: Option<u64>) -> Db {
+        Db {
+            inner: Arc::clone(&self.inner),
+            txn_limit: bytes,
+        }
     }
 
     /// Runs `f` in a transaction and commits it if `f` returns `Ok`.

@@ -36,6 +36,15 @@ pub enum Error {
          (a second write transaction here would wait on the first forever)"
     )]
     NestedWrite,
+    /// A write transaction holds more bytes than its limit (see
+    /// `WriteTxn::limit_bytes`): an update or delete matching a large part
+    /// of a big collection, say. The operation refused changed nothing
+    /// (the one before it passed the limit).
+    #[error(
+        "transaction too large: it holds {bytes} bytes of changes, more than its limit of {limit} \
+         (write in smaller transactions, or raise the limit)"
+    )]
+    TransactionTooLarge { bytes: u64, limit: u64 },
     /// Stored bytes that do not decode (a damaged or foreign database).
     #[error("corrupt data: {what}")]
     Corrupt { what: String },

@@ -65,6 +65,9 @@ pub struct StagedReplace {
     /// The transaction's write count when staged: `old` is what it held
     /// then, and only then.
     at: u64,
+    /// What `new` and `old` count against the transaction's byte limit
+    /// until written.
+    held: u64,
 }
 
 impl std::fmt::Debug for StagedReplace {
@@ -266,6 +269,16 @@ struct Prepared {
     /// Indexed fields this document marks multikey (an array, several
     /// values, none, `undefined`: `index::is_multikey_at`).
     multikey: Vec<String>,
+}
+
+impl Prepared {
+    /// The bytes it holds: what a staged replacement counts against its
+    /// transaction's limit until written.
+    fn held_bytes(&self) -> u64 {
+        let keys: usize = self.index_keys.iter().map(Vec::len).sum();
+        let vectors: usize = self.vectors.iter().map(|(_, v)| v.len() * 4).sum();
+        (self.bytes.len() + self.doc_key.len() + keys + vectors) as u64
+    }
 }
 
 impl<'db> WriteTxn<'db> {
@@ -586,6 +599,7 @@ impl<'db> WriteTxn<'db> {
     /// among them: an upsert through a write that addressed some partitions
     /// must not land in another.
     pub fn insert_within(&mut self, collection: &str, parts: Option<&[Part]>, doc: Document) -> Result<Bson> {
+        self.txn.check_room()?;
         let config = self.config(collection)?;
         let p = Self::prepare(&config, doc)?;
         self.check_insert(&config, parts, &p)?;
@@ -607,6 +621,7 @@ impl<'db> WriteTxn<'db> {
         parts: Option<&[Part]>,
         mut docs: Vec<Document>,
     ) -> Result<Vec<Bson>> {
+        self.txn.check_room()?;
         let config = self.config(collection)?;
         // Ids are generated here, in order, so that generated ObjectIds
         // ascend as the documents do (but where bson's counter wraps, which
@@ -864,6 +879,25 @@ impl<'db> WriteTxn<'db> {
         self.replace_encoded(&config, part, id_enc, &id, doc)
     }
 
+    /// Caps the bytes this transaction holds for its changes (documents,
+    /// index entries and vectors buffered, replacements staged): once they
+    /// pass `limit`, the next insert, replacement (staged or not) or delete
+    /// fails with [`Error::TransactionTooLarge`](crate::Error::TransactionTooLarge)
+    /// before changing anything; the operation that passed it is whole (so
+    /// a transaction may end up to one operation past the limit). `None`
+    /// (the default) lifts the cap.
+    /// A server sets one, so that a small request (`update_many({}, ..)` on
+    /// a large collection) cannot make it hold the collection in memory.
+    pub fn limit_bytes(&mut self, limit: Option<u64>) {
+        self.txn.limit_bytes(limit);
+    }
+
+    /// The bytes this transaction holds for its changes (see
+    /// [`limit_bytes`](Self::limit_bytes)).
+    pub fn held_bytes(&self) -> u64 {
+        self.txn.held_bytes()
+    }
+
     /// Checks and encodes the replacement of the document stored under
     /// `doc_key` by `doc`, writing nothing: `None` when no document is
     /// stored there. A multi-document update stages every document first and
@@ -888,6 +922,9 @@ impl<'db> WriteTxn<'db> {
     /// would leave the indexes and counts out of step), fails the call,
     /// writing none of them.
     pub fn write_staged(&mut self, staged: Vec<StagedReplace>) -> Result<u64> {
+        // Written or dropped here: their copies stop counting, and what the
+        // writes buffer counts instead.
+        self.txn.release(staged.iter().map(|s| s.held).sum());
         // Staged replacements mostly come from one collection: its
         // configuration is looked up once a run, not once a document.
         let mut config: Option<CollectionConfig> = None;
@@ -971,7 +1008,8 @@ impl<'db> WriteTxn<'db> {
         doc: Document,
     ) -> Result<bool> {
         match self.prepare_replace(config, part, id_enc, id, doc)? {
-            Some(StagedReplace { new, old, .. }) => {
+            Some(StagedReplace { new, old, held, .. }) => {
+                self.txn.release(held);
                 self.write(config, new, Some(&old))?;
                 Ok(true)
             }
@@ -987,6 +1025,7 @@ impl<'db> WriteTxn<'db> {
         id: &Bson,
         mut doc: Document,
     ) -> Result<Option<StagedReplace>> {
+        self.txn.check_room()?;
         let collection = &config.name;
         if let Some(other) = doc.get("_id") {
             if encode_id(other).ok().as_deref() != Some(id_enc) {
@@ -1020,17 +1059,21 @@ impl<'db> WriteTxn<'db> {
                 reason: "a replacement cannot move a document to another partition".into(),
             });
         }
+        let held = p.held_bytes() + old.held_bytes();
+        self.txn.hold(held);
         Ok(Some(StagedReplace {
             collection: config.name.clone(),
             indexes: config.indexes.clone(),
             new: p,
             old,
             at: self.txn.writes(),
+            held,
         }))
     }
 
     /// Deletes the document with `_id` `id` in `part`; returns whether there was one.
     pub fn delete(&mut self, collection: &str, part: &Part, id: &Bson) -> Result<bool> {
+        self.txn.check_room()?;
         let config = self.config(collection)?;
         let id_enc = encode_id(id).map_err(|e| Error::InvalidId {
             collection: collection.to_owned(),
@@ -1041,6 +1084,7 @@ impl<'db> WriteTxn<'db> {
 
     /// Deletes the document stored under `doc_key` (as found by a query).
     pub fn delete_key(&mut self, collection: &str, doc_key: &[u8]) -> Result<bool> {
+        self.txn.check_room()?;
         let config = self.config(collection)?;
         let (part, id) = split_doc_key(&config, doc_key)?;
         self.delete_encoded(&config, part, id)
@@ -1051,6 +1095,7 @@ impl<'db> WriteTxn<'db> {
     /// document is read before any is deleted, so a read that fails leaves
     /// the transaction as it was.
     pub fn delete_keys(&mut self, collection: &str, doc_keys: &[Vec<u8>]) -> Result<u64> {
+        self.txn.check_room()?;
         let config = self.config(collection)?;
         let mut seen = std::collections::HashSet::with_capacity(doc_keys.len());
         let mut doomed = Vec::with_capacity(doc_keys.len());

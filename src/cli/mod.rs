@@ -97,6 +97,11 @@ struct ServeArgs {
     /// Close a connection that sends nothing for this many seconds (0: never).
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     idle_timeout: u64,
+    /// Bytes of changes one request's write may hold (an update_many over a
+    /// large collection stages every document it changes); past it the
+    /// request fails with transaction_too_large, changing nothing (0: no bound).
+    #[arg(long, value_name = "N", default_value_t = slate::server::DEFAULT_MAX_TRANSACTION_BYTES)]
+    max_transaction_bytes: u64,
 }
 
 #[derive(Args)]
@@ -646,7 +651,8 @@ fn serve(args: ServeArgs) -> Result<(), CliError> {
     let mut config = ServerConfig::new(args.addr.clone())
         .max_frame_bytes(args.max_frame_bytes)
         .max_connections(args.max_connections)
-        .idle_timeout(std::time::Duration::from_secs(args.idle_timeout));
+        .idle_timeout(std::time::Duration::from_secs(args.idle_timeout))
+        .max_transaction_bytes((args.max_transaction_bytes > 0).then_some(args.max_transaction_bytes));
     if let Some(path) = &args.auth_token_file {
         config = config.auth_token(read_token(path)?);
     }

@@ -22,6 +22,7 @@ fn core_kind(e: &slate_core::Error) -> ErrorKind {
         C::Corrupt { .. } => ErrorKind::Corrupt,
         C::Poisoned { .. } => ErrorKind::Poisoned,
         C::NestedWrite => ErrorKind::BadRequest,
+        C::TransactionTooLarge { .. } => ErrorKind::TransactionTooLarge,
         _ => ErrorKind::Storage,
     }
 }

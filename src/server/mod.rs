@@ -54,7 +54,17 @@ pub struct ServerConfig {
     /// before it cuts their connections (a client reading a long `find`
     /// slowly would otherwise hold it). Default 30 s.
     pub shutdown_grace: Duration,
+    /// The bytes of changes one request's write transaction may hold
+    /// (documents, index entries and vectors, staged replacements); past
+    /// it the request fails with `transaction_too_large` and changes
+    /// nothing (see [`Db::with_transaction_limit`]). A request of a few
+    /// bytes (`update_many({}, ..)`) could otherwise make the server hold a
+    /// large collection in memory, twice. Default 256 MiB; `None` lifts it.
+    pub max_transaction_bytes: Option<u64>,
 }
+
+/// [`ServerConfig::max_transaction_bytes`]'s default: 256 MiB.
+pub const DEFAULT_MAX_TRANSACTION_BYTES: u64 = 256 << 20;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -66,6 +76,7 @@ impl Default for ServerConfig {
             idle_timeout: None,
             auth_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(30),
+            max_transaction_bytes: Some(DEFAULT_MAX_TRANSACTION_BYTES),
         }
     }
 }
@@ -88,6 +99,13 @@ impl ServerConfig {
     /// Bounds request frames to `bytes` of payload. Default 4 MiB.
     pub fn max_frame_bytes(mut self, bytes: usize) -> Self {
         self.max_frame_bytes = bytes;
+        self
+    }
+
+    /// Bounds the changes one request's write may hold to `bytes` (`None`:
+    /// no bound). Default 256 MiB.
+    pub fn max_transaction_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.max_transaction_bytes = bytes;
         self
     }
 
@@ -155,7 +173,7 @@ impl Server {
         let listener = TcpListener::bind(&config.addr)?;
         let local_addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
-            db,
+            db: db.with_transaction_limit(config.max_transaction_bytes),
             config,
             stopping: AtomicBool::new(false),
             next_conn: AtomicU64::new(0),

@@ -406,6 +406,8 @@ pub enum ErrorKind {
     Corrupt,
     /// The database refuses writes after a failed commit.
     Poisoned,
+    /// A write would hold more changes than the server's bound.
+    TransactionTooLarge,
     /// Any other storage failure (RocksDB, I/O).
     Storage,
     /// Client side: the connection failed (never sent by a server).
@@ -440,6 +442,7 @@ const KINDS: &[(ErrorKind, &str)] = &[
     (ErrorKind::InvalidQuery, "invalid_query"),
     (ErrorKind::Corrupt, "corrupt"),
     (ErrorKind::Poisoned, "poisoned"),
+    (ErrorKind::TransactionTooLarge, "transaction_too_large"),
     (ErrorKind::Storage, "storage"),
     (ErrorKind::Connection, "connection"),
     (ErrorKind::Other, "other"),

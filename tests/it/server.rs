@@ -527,6 +527,47 @@ fn requests_past_the_servers_limits_are_refused_before_they_run() {
     );
 }
 
+/// A request of a few bytes whose write would hold more than the server's
+/// bound (an `update_many` staging every document of a collection) is
+/// refused with `transaction_too_large` and writes nothing; smaller writes,
+/// and the embedded handle (no bound), go on.
+#[test]
+fn a_write_past_the_servers_transaction_bound_is_refused_and_writes_nothing() {
+    let db = Db::memory();
+    let coll = db
+        .create_collection(CollectionConfig::new("c").index("n").vector("emb", 8, Metric::L2))
+        .unwrap();
+    let pad = "p".repeat(200);
+    coll.insert_many((0..1_000).map(|i| {
+        let emb: Vec<f32> = vec![i as f32; 8];
+        doc! { "_id": i, "n": 0, "pad": pad.clone(), "emb": emb }
+    }))
+    .unwrap();
+    let server = Server::start(
+        db.clone(),
+        ServerConfig::new("127.0.0.1:0").max_transaction_bytes(Some(64 << 10)),
+    )
+    .unwrap();
+    let remote = connect(&server).collection("c").unwrap();
+    let err = remote
+        .update_many(doc! {}, doc! { "$inc": { "n": 1 } }, false)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TransactionTooLarge, "{err}");
+    assert!(err.to_string().contains("65536"), "{err}");
+    assert_eq!(coll.count(doc! { "n": 0 }).unwrap(), 1_000, "nothing written");
+    // A write within the bound is served, on the same connection.
+    let small = remote
+        .update_many(doc! { "_id": { "$lt": 10 } }, doc! { "$inc": { "n": 1 } }, false)
+        .unwrap();
+    assert_eq!(small.modified, 10);
+    // The embedded handle has no bound.
+    let all = coll
+        .update_many(doc! {}, doc! { "$inc": { "n": 1 } }, false)
+        .unwrap();
+    assert_eq!(all.modified, 1_000);
+    assert_eq!(coll.count(doc! { "n": 1 }).unwrap(), 990);
+}
+
 #[test]
 fn an_oversized_request_is_told_frame_too_large_and_writes_nothing() {
     let db = Db::memory();

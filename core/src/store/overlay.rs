@@ -48,6 +48,10 @@ pub struct WriteTxn<'a> {
     changes: BTreeMap<String, CfChanges>,
     /// Calls that changed something so far (see [`WriteTxn::writes`]).
     writes: u64,
+    /// Bytes held for the changes (see [`WriteTxn::held_bytes`]).
+    held: u64,
+    /// See [`WriteTxn::limit_bytes`].
+    limit: Option<u64>,
     // Declared last: released after the fields above are dropped.
     _guard: super::WriteGuard<'a>,
 }
@@ -70,6 +74,8 @@ impl<'a> WriteTxn<'a> {
             base,
             changes: BTreeMap::new(),
             writes: 0,
+            held: 0,
+            limit: None,
             _guard: guard,
         })
     }
@@ -87,6 +93,44 @@ impl<'a> WriteTxn<'a> {
     /// The version of the state this transaction started from.
     pub fn base_version(&self) -> u64 {
         self.base.version()
+    }
+
+    /// Sets the cap [`check_room`](Self::check_room) holds the bytes of
+    /// this transaction's changes to ([`held_bytes`](Self::held_bytes)).
+    /// Writes themselves never fail on it, so that an operation made of
+    /// several writes is never cut halfway; callers check before each
+    /// operation. `None` (the default) lifts the cap.
+    pub fn limit_bytes(&mut self, limit: Option<u64>) {
+        self.limit = limit;
+    }
+
+    /// [`Error::TransactionTooLarge`] if this transaction holds more bytes
+    /// than its limit.
+    pub fn check_room(&self) -> Result<()> {
+        match self.limit {
+            Some(limit) if self.held > limit => Err(Error::TransactionTooLarge {
+                bytes: self.held,
+                limit,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The bytes this transaction holds for its changes: keys and values
+    /// buffered (a key written twice counts twice), plus what work staged
+    /// against it holds until written (see [`hold`](Self::hold)).
+    pub fn held_bytes(&self) -> u64 {
+        self.held
+    }
+
+    /// Counts `bytes` more as held (work staged against this transaction).
+    pub fn hold(&mut self, bytes: u64) {
+        self.held = self.held.saturating_add(bytes);
+    }
+
+    /// Counts `bytes` fewer as held (staged work that was written or dropped).
+    pub fn release(&mut self, bytes: u64) {
+        self.held = self.held.saturating_sub(bytes);
     }
 
     /// How many puts and deletes this transaction has taken: a count that
@@ -113,10 +157,11 @@ impl<'a> WriteTxn<'a> {
 
     /// Sets `key` to `value` in `cf`.
     pub fn put(&mut self, cf: &str, key: impl Into<Vec<u8>>, value: impl Into<Bytes>) -> Result<()> {
+        let (key, value) = (key.into(), value.into());
+        self.changes_mut(cf)?;
+        self.hold((key.len() + value.len()) as u64);
         self.writes += 1;
-        self.changes_mut(cf)?
-            .writes
-            .insert(key.into(), Some(value.into()));
+        self.changes_mut(cf)?.writes.insert(key, Some(value));
         Ok(())
     }
 
@@ -131,6 +176,8 @@ impl<'a> WriteTxn<'a> {
         if entries.is_empty() {
             return Ok(());
         }
+        self.changes_mut(cf)?;
+        self.hold(entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum());
         self.writes += 1;
         let writes = &mut self.changes_mut(cf)?.writes;
         // Merging rebuilds the buffered tree too (`append` is linear in both
@@ -169,13 +216,19 @@ impl<'a> WriteTxn<'a> {
 
     /// Removes `key` from `cf` (a no-op if absent).
     pub fn delete(&mut self, cf: &str, key: impl Into<Vec<u8>>) -> Result<()> {
+        let key = key.into();
+        self.changes_mut(cf)?;
+        self.hold(key.len() as u64);
         self.writes += 1;
-        self.changes_mut(cf)?.writes.insert(key.into(), None);
+        self.changes_mut(cf)?.writes.insert(key, None);
         Ok(())
     }
 
     /// Removes every key of `cf` in `range`.
     pub fn delete_range(&mut self, cf: &str, range: KeyRange) -> Result<()> {
+        self.changes_mut(cf)?;
+        let bytes = range.start.as_ref().map_or(0, Vec::len) + range.end.as_ref().map_or(0, Vec::len);
+        self.hold(bytes as u64);
         self.writes += 1;
         let changes = self.changes_mut(cf)?;
         if range.is_empty() {

@@ -1264,3 +1264,88 @@ fn replacing_other_fields_keeps_the_vector_row() {
         integrity(&db, "c");
     }
 }
+
+/// A transaction's byte limit: once its changes pass it, the next insert,
+/// replacement or delete fails with `TransactionTooLarge` before changing
+/// anything (the transaction can still commit what it holds); staged
+/// replacements count until written.
+#[test]
+fn a_transaction_past_its_byte_limit_refuses_its_next_operation() {
+    let db = Database::open(Arc::new(MemoryStore::new())).expect("db");
+    db.create_collection(CollectionConfig::new("c").index("k"))
+        .expect("create");
+    let pad = "x".repeat(1_000);
+    let mut txn = db.begin_write().expect("begin");
+    txn.limit_bytes(Some(10_000));
+    let mut inserted = 0;
+    let err = loop {
+        match txn.insert("c", doc! { "_id": inserted, "k": 1, "pad": pad.clone() }) {
+            Ok(_) => inserted += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(err, Error::TransactionTooLarge { limit: 10_000, .. }),
+        "{err}"
+    );
+    assert!(
+        (9..=11).contains(&inserted),
+        "about 10 documents of 1 KB: {inserted}"
+    );
+    assert!(txn.held_bytes() > 10_000);
+    let held = txn.held_bytes();
+    assert!(matches!(
+        txn.delete("c", &Part::none(), &Bson::Int32(0)),
+        Err(Error::TransactionTooLarge { .. })
+    ));
+    assert_eq!(txn.held_bytes(), held, "the refused operations changed nothing");
+    txn.commit().expect("what it holds commits");
+    assert_eq!(
+        db.read()
+            .collection("c")
+            .expect("c")
+            .count(&Part::none())
+            .expect("count"),
+        inserted as u64
+    );
+    integrity(&db, "c");
+
+    // Staged replacements count: staging every document passes a limit
+    // their writes alone would not.
+    let mut txn = db.begin_write().expect("begin");
+    txn.limit_bytes(Some(5_000));
+    let keys: Vec<Vec<u8>> = {
+        let read = txn.collection("c").expect("c");
+        (0..inserted)
+            .map(|i| {
+                read.get_by_id(&Part::none(), &Bson::Int32(i))
+                    .expect("get")
+                    .expect("there")
+                    .key
+                    .into_owned()
+            })
+            .collect()
+    };
+    let mut staged = Vec::new();
+    let err = keys
+        .iter()
+        .enumerate()
+        .try_for_each(|(i, key)| {
+            let doc = doc! { "_id": i as i32, "k": 2, "pad": pad.clone() };
+            staged.extend(txn.stage_replace("c", key, doc)?);
+            Ok::<_, Error>(())
+        })
+        .expect_err("staging passes the limit");
+    assert!(matches!(err, Error::TransactionTooLarge { .. }), "{err}");
+    assert!(staged.len() < keys.len());
+    drop(staged);
+    drop(txn);
+    assert_eq!(
+        db.read()
+            .collection("c")
+            .expect("c")
+            .count(&Part::none())
+            .expect("count"),
+        inserted as u64
+    );
+}
