@@ -23,6 +23,8 @@ pub(crate) enum VectorOp {
     /// The document's key, its vector, and its index entries as row tags.
     Upsert(Vec<u8>, Vec<f32>, RowTags),
     Delete(Vec<u8>),
+    /// An index dropped: its field's tags are no longer trusted.
+    Uncover(String),
 }
 
 /// A cache is compacted after a commit once at least this fraction of its
@@ -187,6 +189,10 @@ impl Database {
                     VectorOp::Upsert(key, v, tags) => writer.upsert_tagged(key, v, tags.clone()),
                     VectorOp::Delete(key) => {
                         writer.delete(key);
+                        Ok(())
+                    }
+                    VectorOp::Uncover(index) => {
+                        writer.uncover(index);
                         Ok(())
                     }
                 };

@@ -1203,6 +1203,15 @@ impl<'db> WriteTxn<'db> {
             )?;
         }
         self.txn.delete(&cf, keys::multikey_key(field))?;
+        // Rows kept by later writes (same vector, same entries) would keep
+        // this field's tags as they are now: never trusted again.
+        for vf in &config.vectors {
+            self.vector_ops.push((
+                collection.to_owned(),
+                vf.field.clone(),
+                VectorOp::Uncover(field.to_owned()),
+            ));
+        }
         self.save_config(config)
     }
 

@@ -1319,3 +1319,41 @@ fn a_search_meeting_a_damaged_document_fails_instead_of_skipping_it() {
         assert!(err.to_string().contains("corrupt"), "{strategy}: {err}");
     }
 }
+
+/// A write that keeps a document's vector and index entries keeps its row,
+/// tags and all; an index dropped and created again after such a write
+/// must not serve the row's old tag for it: searches under every strategy
+/// still return what brute force returns.
+#[test]
+fn a_dropped_index_is_never_answered_from_rows_kept_since() {
+    for t in crate::backends() {
+        let coll =
+            t.db.create_collection(CollectionConfig::new("c").index("a").vector("v", 2, Metric::L2))
+                .expect("create");
+        coll.insert_many((0..8).map(|i| doc! { "_id": i, "a": i, "v": [f64::from(i), 0.0] }))
+            .expect("insert");
+        coll.drop_index("a").expect("drop");
+        coll.update_one(doc! { "_id": 3 }, doc! { "$set": { "a": 100 } }, false)
+            .expect("update");
+        coll.create_index("a").expect("create again");
+        for strategy in [Strategy::Gather, Strategy::Bitmap, Strategy::Scan, Strategy::Auto] {
+            let ids = |filter: Document| -> Vec<i32> {
+                coll.search("v", &[3.0, 0.0])
+                    .k(1)
+                    .filter(filter)
+                    .strategy(strategy)
+                    .run()
+                    .expect("search")
+                    .iter()
+                    .map(|h| h.id.as_i32().expect("id"))
+                    .collect()
+            };
+            assert_eq!(
+                ids(doc! { "a": 3 }),
+                Vec::<i32>::new(),
+                "{strategy}: a is 100 now"
+            );
+            assert_eq!(ids(doc! { "a": 100 }), vec![3], "{strategy}");
+        }
+    }
+}

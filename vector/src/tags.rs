@@ -4,7 +4,8 @@
 //! Slate tags a document's vector row with the document's index entries (the
 //! document id removed), so a filter an index can answer finds its rows here
 //! without reading the index or mapping ids to rows. A row never changes
-//! once written (a document write appends a new row), so its tags hold for
+//! once written (a document write appends a new row, unless it keeps the
+//! vector and every index entry, hence the tags), so its tags hold for
 //! as long as the row is visible, and a lookup filters the posting lists by
 //! the view's visibility like any scan.
 //!
@@ -12,7 +13,10 @@
 //! *covered* when every row linked so far was written with its tags: only
 //! then can its posting lists stand in for the index. Rows written without
 //! tags (bulk load at open, [`Writer::upsert`](crate::Writer::upsert)) or
-//! before an index existed leave the field uncovered for the generation.
+//! before an index existed leave the field uncovered for the generation,
+//! and so does dropping the index ([`Writer::uncover`](crate::Writer::uncover)):
+//! a row outlives writes that keep its vector and its index entries, so
+//! after a drop it may keep the dropped field's tags as they were.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::mem;
@@ -65,6 +69,14 @@ impl TagIndex {
 
     /// Whether every linked row carries its tags for `field` (true while no
     /// row is linked).
+    /// Stops `field` being covered for the rest of the generation (its
+    /// index was dropped: rows kept since may hold its tags as they were).
+    pub(crate) fn uncover(&mut self, field: &str) {
+        if let Some(covered) = &mut self.covered {
+            covered.remove(field);
+        }
+    }
+
     pub(crate) fn covers(&self, field: &str) -> bool {
         self.covered.as_ref().is_none_or(|c| c.contains(field))
     }

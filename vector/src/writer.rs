@@ -37,6 +37,8 @@ pub struct Writer<'c> {
     cancelled: Vec<u32>,
     /// Tags of staged rows written with [`upsert_tagged`](Self::upsert_tagged).
     tags: HashMap<u32, RowTags>,
+    /// Fields no longer covered once this commits (see [`Writer::uncover`]).
+    uncovered: Vec<String>,
     // Dropped after `Drop::drop` has rolled back.
     _permit: WritePermit<'c>,
 }
@@ -77,6 +79,7 @@ impl<'c> Writer<'c> {
             staged: HashMap::new(),
             cancelled: Vec::new(),
             tags: HashMap::new(),
+            uncovered: Vec::new(),
             _permit: permit,
         }
     }
@@ -94,6 +97,13 @@ impl<'c> Writer<'c> {
     /// [`CacheView::tagged_rows`](crate::CacheView::tagged_rows) finds it by.
     pub fn upsert_tagged(&mut self, id: &[u8], vector: &[f32], tags: RowTags) -> Result<()> {
         self.stage(id, vector, Some(tags))
+    }
+
+    /// Stops tag field `field` being covered from this commit on, for the
+    /// rest of the generation: its index is dropped, and rows that outlive
+    /// later writes may keep its tags as they were.
+    pub fn uncover(&mut self, field: &str) {
+        self.uncovered.push(field.to_owned());
     }
 
     fn stage(&mut self, id: &[u8], vector: &[f32], tags: Option<RowTags>) -> Result<()> {
@@ -247,6 +257,9 @@ impl<'c> Writer<'c> {
                     index.link(hash, row);
                 }
                 tags.link(row, self.tags.get(&row));
+            }
+            for field in &self.uncovered {
+                tags.uncover(field);
             }
         }
         state.generation.retired.fetch_add(retired, Ordering::Relaxed);
