@@ -10,7 +10,9 @@ use crate::catalog::{collection_cf, CollectionConfig};
 use crate::keys;
 use crate::read::{all_keys, split_doc_key};
 use crate::store::Snapshot;
-use crate::value::{encode_value, index_values, lookup_path, visit_path, FieldPath, LeafArrays, PathValue};
+use crate::value::{
+    crosses_array, encode_value, index_values, lookup_path, visit_path, FieldPath, LeafArrays, PathValue,
+};
 use crate::{Error, Result};
 
 /// The index keys that document `doc` (with key parts `part`, `id`) has in the
@@ -49,10 +51,10 @@ pub(crate) fn entries_at(
 }
 
 /// [`entries_at`] and [`is_multikey_at`] at once. A document with one value
-/// at `path`, neither an array nor `undefined` (the usual case), has the one
-/// entry for it (both walks would find that value alone) and does not mark
-/// the field: one walk and one allocation find both. Any other document
-/// takes both walks.
+/// at `path`, neither an array nor `undefined`, not reached through an
+/// array (the usual case), has the one entry for it (both walks would find
+/// that value alone) and does not mark the field: one walk and one
+/// allocation find both. Any other document takes both walks.
 pub(crate) fn entries_and_multikey_at(
     part: &[u8],
     field: &str,
@@ -77,7 +79,8 @@ pub(crate) fn entries_and_multikey_at(
                 && !matches!(
                     one,
                     PathValue::Value(RawBsonRef::Array(_) | RawBsonRef::Undefined)
-                ) =>
+                )
+                && !(path.len() > 1 && crosses_array(doc, path)) =>
         {
             let value = match one {
                 PathValue::Missing => RawBsonRef::Null,
@@ -102,11 +105,19 @@ pub(crate) fn is_multikey(doc: &RawDocument, field: &str) -> bool {
 /// [`is_multikey`] with the field already parsed into `path`.
 ///
 /// Also marked: a document with no value there (the path runs into an
-/// array of scalars or an empty one: no index entry), and one holding
-/// `undefined` (indexed like null, sorted below it). So a field not marked
-/// has exactly one entry per document, whose value orders the document as a
-/// sort on the field does: the index can be read in a sort's order.
+/// array of scalars or an empty one: no index entry), one holding
+/// `undefined` (indexed like null, sorted below it), and one reaching the
+/// field through an array (`a.b` of `{a: [{b: 1}, 7]}`: one entry, 1, but
+/// a sort sees null too). So a field not marked has exactly one entry per
+/// document, whose value orders the document as a sort on the field does:
+/// the index can be read in a sort's order.
 pub(crate) fn is_multikey_at(doc: &RawDocument, path: &FieldPath) -> bool {
+    rule_2_multikey_at(doc, path) || crosses_array(doc, path)
+}
+
+/// The rule [`is_multikey_at`] followed under [`keys::multikey_rule_2_key`]:
+/// an array, several values, none, or `undefined`.
+fn rule_2_multikey_at(doc: &RawDocument, path: &FieldPath) -> bool {
     let values = lookup_path(doc, path, LeafArrays::Whole);
     values.len() != 1
         || values.iter().any(|v| {
@@ -117,9 +128,9 @@ pub(crate) fn is_multikey_at(doc: &RawDocument, path: &FieldPath) -> bool {
         })
 }
 
-/// The rule [`is_multikey_at`] followed before [`keys::multikey_rule_key`]:
-/// an array, or several values. What a collection without that key's
-/// markers promise.
+/// The rule [`is_multikey_at`] followed before rule 2
+/// ([`keys::multikey_rule_2_key`]): an array, or several values. What a
+/// collection without either rule's key promises.
 fn was_multikey_at(doc: &RawDocument, path: &FieldPath) -> bool {
     let values = lookup_path(doc, path, LeafArrays::Whole);
     values.len() > 1
@@ -146,11 +157,11 @@ pub fn check_integrity(snap: &dyn Snapshot, config: &CollectionConfig) -> Result
         .collect::<Result<Vec<_>>>()?;
     // The markers a collection created before the current rule has promise
     // only what the older rule marked.
-    let current_rule = all
-        .binary_search_by(|(k, _)| k.as_slice().cmp(&keys::multikey_rule_key()))
-        .is_ok();
-    let marks = if current_rule {
+    let has = |key: Vec<u8>| all.binary_search_by(|(k, _)| k.as_slice().cmp(&key)).is_ok();
+    let marks = if has(keys::multikey_rule_key()) {
         is_multikey_at
+    } else if has(keys::multikey_rule_2_key()) {
+        rule_2_multikey_at
     } else {
         was_multikey_at
     };
@@ -162,7 +173,9 @@ pub fn check_integrity(snap: &dyn Snapshot, config: &CollectionConfig) -> Result
     let mut stored_counts = std::collections::BTreeMap::new();
     for (key, value) in &all {
         if key.starts_with(b"m:") {
-            let collection_marker = *key == keys::exact_ids_key() || *key == keys::multikey_rule_key();
+            let collection_marker = *key == keys::exact_ids_key()
+                || *key == keys::multikey_rule_key()
+                || *key == keys::multikey_rule_2_key();
             let marked = config.indexes.iter().any(|f| keys::multikey_key(f) == *key);
             if !collection_marker && !marked {
                 problems.push(format!("marker of no index {}", crate::KeyDisplay(key)));

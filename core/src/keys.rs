@@ -56,8 +56,8 @@ pub fn count_key(part: &[u8]) -> Vec<u8> {
 
 /// The key marking index `field` multikey: some document holds an array
 /// there, several values, no value (the path runs into an array of scalars
-/// or an empty one) or `undefined` (the last two since
-/// [`multikey_rule_key`]).
+/// or an empty one) or `undefined` (the last two since rule 2), or reaches
+/// it through an array (since rule 3: [`multikey_rule_key`]).
 pub fn multikey_key(field: &str) -> Vec<u8> {
     let mut k = b"m:".to_vec();
     k.extend_from_slice(field.as_bytes());
@@ -82,6 +82,14 @@ pub fn exact_ids_key() -> Vec<u8> {
 /// this key existed never has it (its markers may miss documents with no
 /// value or `undefined`), so its sorts always sort.
 pub fn multikey_rule_key() -> Vec<u8> {
+    b"m:\0multikey rule 3".to_vec()
+}
+
+/// The key of collections created under rule 2, before rule 3 also marked
+/// a field reached through an array (`a.b` of `{a: [{b: 1}, 7]}`, whose one
+/// entry is 1 but whose sort key is null, as MongoDB sorts it): their
+/// markers may miss such documents, so their sorts always sort.
+pub fn multikey_rule_2_key() -> Vec<u8> {
     b"m:\0multikey rule 2".to_vec()
 }
 

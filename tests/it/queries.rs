@@ -2715,3 +2715,28 @@ fn a_lone_limited_condition_is_counted_for_explain_only() {
         assert_eq!(ids(&sorted), [299, 298, 297, 296], "[{b}] _id desc");
     }
 }
+
+/// A field reached through an array (`a.b` of `{a: [{b: 50}, 7]}`: one index entry, 50,
+/// but MongoDB's sort sees `null` too) marks its index multikey, so a limited sort does not
+/// read the index in order and gives what the full sort gives.
+#[test]
+fn a_field_reached_through_an_array_is_not_sorted_by_its_index() {
+    for t in backends() {
+        let b = t.backend;
+        let coll =
+            t.db.create_collection(CollectionConfig::new("c").index("a.b"))
+                .expect("create");
+        let mut docs: Vec<Document> = (2..10).map(|i| doc! { "_id": i, "a": { "b": i } }).collect();
+        docs.push(doc! { "_id": 1, "a": [{ "b": 50 }, 7] });
+        coll.insert_many(docs).expect("insert");
+        let limited = coll.find(doc! {}).sort("a.b").limit(1);
+        assert!(!limited.explain().expect("explain").key_order, "[{b}]");
+        let first = |find: slate::Find<'_>| find.run().expect("run")[0].get_i32("_id").expect("id");
+        assert_eq!(first(coll.find(doc! {}).sort("a.b").limit(1)), 1, "[{b}]");
+        assert_eq!(first(coll.find(doc! {}).sort("a.b")), 1, "[{b}]");
+        let read = t.db.database().read();
+        let config = read.config("c").expect("config");
+        let problems = slate::core::check_integrity(read.snapshot(), &config).expect("integrity");
+        assert!(problems.is_empty(), "[{b}] {problems:?}");
+    }
+}

@@ -37,6 +37,7 @@ pub use encoding::{decode_value, encode_id, encode_id_into, encode_key_value, en
 pub use materialize::{to_bson, Materializer, RawResult};
 pub use nesting::{nested_deeper_than, MAX_NESTING};
 pub use order::{bracket, compare, TypeBracket};
+pub(crate) use path::crosses_array;
 pub use path::{
     array_index, best_sort_keys, index_values, is_under, lookup_path, visit_path, visit_sort_keys, FieldPath,
     LeafArrays, PathValue, SortPath,

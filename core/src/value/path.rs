@@ -195,6 +195,20 @@ fn sort_keys_document<'a>(
     }
 }
 
+/// Whether `path` runs through an array in `doc` before its last component
+/// (where MongoDB, too, calls an index on it multikey).
+pub(crate) fn crosses_array(doc: &RawDocument, path: &FieldPath) -> bool {
+    let mut cur = doc;
+    for i in 0..path.len().saturating_sub(1) {
+        match field(cur, path.name(i)) {
+            Some(RawBsonRef::Document(d)) => cur = d,
+            Some(RawBsonRef::Array(_)) => return true,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// One field of a sort: its path and whether it is descending.
 pub type SortPath<'p> = (&'p FieldPath, bool);
 
