@@ -111,6 +111,10 @@ impl Store for TrackedStore {
         self.inner.list_cfs()
     }
 
+    fn holds_foreign_keys(&self) -> Result<bool> {
+        self.inner.holds_foreign_keys()
+    }
+
     fn write_lock(&self) -> Result<WriteGuard<'_>> {
         self.inner.write_lock()
     }

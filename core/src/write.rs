@@ -62,9 +62,9 @@ pub struct StagedReplace {
     indexes: Vec<String>,
     new: Prepared,
     old: Prepared,
-    /// The transaction's write count when staged: `old` is what it held
-    /// then, and only then.
-    at: u64,
+    /// The transaction and its write count when staged: `old` is what it
+    /// held then, and only then.
+    at: (u64, u64),
     /// What `new` and `old` count against the transaction's byte limit
     /// until written.
     held: u64,
@@ -917,10 +917,10 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Writes replacements staged by [`stage_replace`](Self::stage_replace);
-    /// returns how many. A document staged twice, or any staged before this
-    /// transaction last wrote (its stored copy may be stale: writing it
-    /// would leave the indexes and counts out of step), fails the call,
-    /// writing none of them.
+    /// returns how many. A document staged twice, or any staged by another
+    /// transaction or before this one last wrote (its stored copy may be
+    /// stale: writing it would leave the indexes and counts out of step),
+    /// fails the call, writing none of them.
     pub fn write_staged(&mut self, staged: Vec<StagedReplace>) -> Result<u64> {
         // Written or dropped here: their copies stop counting, and what the
         // writes buffer counts instead.
@@ -952,7 +952,9 @@ impl<'db> WriteTxn<'db> {
                 return Err(Error::InvalidDocument {
                     collection: s.collection.clone(),
                     id: show(&s.new.id),
-                    reason: "the transaction wrote since it was staged: stage it again".into(),
+                    reason:
+                        "staged by another transaction, or this one wrote since it was staged: stage it again"
+                            .into(),
                 });
             }
         }

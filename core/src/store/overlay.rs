@@ -48,6 +48,9 @@ pub struct WriteTxn<'a> {
     changes: BTreeMap<String, CfChanges>,
     /// Calls that changed something so far (see [`WriteTxn::writes`]).
     writes: u64,
+    /// This transaction among every one begun in the process (see
+    /// [`WriteTxn::writes`]).
+    serial: u64,
     /// Bytes held for the changes (see [`WriteTxn::held_bytes`]).
     held: u64,
     /// See [`WriteTxn::limit_bytes`].
@@ -74,6 +77,10 @@ impl<'a> WriteTxn<'a> {
             base,
             changes: BTreeMap::new(),
             writes: 0,
+            serial: {
+                static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
             held: 0,
             limit: None,
             _guard: guard,
@@ -133,11 +140,12 @@ impl<'a> WriteTxn<'a> {
         self.held = self.held.saturating_sub(bytes);
     }
 
-    /// How many puts and deletes this transaction has taken: a count that
-    /// only grows, so that work prepared from what the transaction read can
-    /// tell whether it wrote since.
-    pub fn writes(&self) -> u64 {
-        self.writes
+    /// This transaction (unique in the process) and how many puts and
+    /// deletes it has taken, a count that only grows: work prepared from
+    /// what a transaction read can tell whether it is handed back to the
+    /// same transaction, with no write since.
+    pub fn writes(&self) -> (u64, u64) {
+        (self.serial, self.writes)
     }
 
     /// The snapshot this transaction reads through (without its own changes).

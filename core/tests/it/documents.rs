@@ -1135,6 +1135,17 @@ fn staged_replacements_are_written_once_each() {
     assert_eq!(txn.write_staged(vec![e]).expect("nothing written since"), 1);
     txn.commit().expect("commit");
     integrity(&db, "c");
+    // Staged in one transaction, handed to another: refused (the second's
+    // write count proves nothing about the first's reads).
+    let mut first = db.begin_write().expect("begin");
+    let f = first
+        .stage_replace("c", &k1, doc! { "_id": 1, "k": 7 })
+        .expect("stage")
+        .expect("there");
+    drop(first);
+    let mut second = db.begin_write().expect("begin");
+    let err = second.write_staged(vec![f]).expect_err("another transaction's");
+    assert!(err.to_string().contains("another transaction"), "{err}");
 }
 
 /// Refuses the first drop of each collection's column family (a disk
