@@ -129,18 +129,26 @@ impl<'db> Transaction<'db> {
         // fails (a path conflict, an overflow, a bad vector) leaves the
         // transaction as it was.
         let mut staged = Vec::new();
-        for key in &keys {
-            let read = self.inner.collection(collection)?;
-            let Some(raw) = read.get_keys(&[key.as_slice()])?.into_iter().flatten().next() else {
-                continue;
-            };
-            let old = read.materialize_full(&raw)?;
-            drop(raw);
-            drop(read);
-            let new = update.apply(&old)?;
-            if !same_bits(&new, &old) {
-                staged.extend(self.inner.stage_replace(collection, key, new)?);
+        let mut stage_all = || -> Result<()> {
+            for key in &keys {
+                let read = self.inner.collection(collection)?;
+                let Some(raw) = read.get_keys(&[key.as_slice()])?.into_iter().flatten().next() else {
+                    continue;
+                };
+                let old = read.materialize_full(&raw)?;
+                drop(raw);
+                drop(read);
+                let new = update.apply(&old)?;
+                if !same_bits(&new, &old) {
+                    staged.extend(self.inner.stage_replace(collection, key, new)?);
+                }
             }
+            Ok(())
+        };
+        if let Err(e) = stage_all() {
+            // The transaction goes on without them (and their bytes).
+            self.inner.discard_staged(staged);
+            return Err(e);
         }
         result.modified = self.inner.write_staged(staged)?;
         if keys.is_empty() && upsert {

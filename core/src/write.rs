@@ -251,6 +251,13 @@ impl Removal {
             vector_fields: old.vectors.into_iter().map(|(field, _)| field).collect(),
         }
     }
+
+    /// About the bytes its deletes buffer (with a document key of `key_len`).
+    fn held_bytes(&self, key_len: usize) -> u64 {
+        let index: usize = self.index_keys.iter().map(Vec::len).sum();
+        let vectors: usize = self.vector_fields.iter().map(|f| key_len + f.len() + 1).sum();
+        (index + vectors + key_len) as u64
+    }
 }
 
 /// A document ready to be written: validated, encoded, its entries computed.
@@ -898,6 +905,14 @@ impl<'db> WriteTxn<'db> {
         self.txn.held_bytes()
     }
 
+    /// Drops replacements staged and not to be written (an update that
+    /// failed part way): what they held stops counting against the limit.
+    pub fn discard_staged(&mut self, staged: Vec<StagedReplace>) {
+        let serial = self.txn.writes().0;
+        self.txn
+            .release(staged.iter().filter(|s| s.at.0 == serial).map(|s| s.held).sum());
+    }
+
     /// Checks and encodes the replacement of the document stored under
     /// `doc_key` by `doc`, writing nothing: `None` when no document is
     /// stored there. A multi-document update stages every document first and
@@ -923,8 +938,11 @@ impl<'db> WriteTxn<'db> {
     /// fails the call, writing none of them.
     pub fn write_staged(&mut self, staged: Vec<StagedReplace>) -> Result<u64> {
         // Written or dropped here: their copies stop counting, and what the
-        // writes buffer counts instead.
-        self.txn.release(staged.iter().map(|s| s.held).sum());
+        // writes buffer counts instead (another transaction's never counted
+        // here).
+        let serial = self.txn.writes().0;
+        self.txn
+            .release(staged.iter().filter(|s| s.at.0 == serial).map(|s| s.held).sum());
         // Staged replacements mostly come from one collection: its
         // configuration is looked up once a run, not once a document.
         let mut config: Option<CollectionConfig> = None;
@@ -1112,6 +1130,13 @@ impl<'db> WriteTxn<'db> {
                 doomed.push((part, id, Removal::of(old)));
             }
         }
+        // All of it known before anything is deleted: past the limit, none is.
+        self.txn.check_room_for(
+            doomed
+                .iter()
+                .map(|(part, id, removal)| removal.held_bytes(part.len() + id.len() + 2))
+                .sum(),
+        )?;
         let n = doomed.len() as u64;
         for (part, id, removal) in doomed {
             self.remove_loaded(&config, part, id, &removal)?;
@@ -1179,6 +1204,8 @@ impl<'db> WriteTxn<'db> {
             }
             multikey |= crate::index::is_multikey(raw, field);
         }
+        self.txn
+            .check_room_for(new_entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum())?;
         if multikey {
             self.txn.put(&cf, keys::multikey_key(field), Vec::new())?;
         }

@@ -560,11 +560,22 @@ fn a_write_past_the_servers_transaction_bound_is_refused_and_writes_nothing() {
         .update_many(doc! { "_id": { "$lt": 10 } }, doc! { "$inc": { "n": 1 } }, false)
         .unwrap();
     assert_eq!(small.modified, 10);
+    // Indexing every document's 200-byte pad would buffer 200 KB of
+    // entries: refused before anything is written, too (the embedded
+    // handle, with no bound, builds it).
+    let err = remote.create_index("pad").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TransactionTooLarge, "{err}");
+    coll.create_index("pad").unwrap();
+    // Deleting every document would now buffer as many deletes.
+    let err = remote.delete_many(doc! {}).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TransactionTooLarge, "{err}");
+    assert_eq!(coll.count(doc! {}).unwrap(), 1_000);
+    assert_eq!(remote.delete_many(doc! { "_id": { "$lt": 5 } }).unwrap(), 5);
     // The embedded handle has no bound.
     let all = coll
         .update_many(doc! {}, doc! { "$inc": { "n": 1 } }, false)
         .unwrap();
-    assert_eq!(all.modified, 1_000);
+    assert_eq!(all.modified, 995);
     assert_eq!(coll.count(doc! { "n": 1 }).unwrap(), 990);
 }
 

@@ -1484,3 +1484,43 @@ fn a_collection_created_in_a_transaction_exists_only_once_it_commits() {
     assert_eq!(w.count(doc! {}).expect("count"), 0);
     assert_eq!(db.collection("t").expect("t").count(doc! {}).expect("count"), 50);
 }
+
+/// In a transaction with a byte limit, an update that passes it fails and
+/// gives back what it staged: the transaction goes on with room for smaller
+/// writes, and commits them.
+#[test]
+fn a_limited_transaction_goes_on_after_an_update_too_large_for_it() {
+    let db = slate::Db::memory();
+    let pad = "x".repeat(1_000);
+    db.create_collection(CollectionConfig::new("c"))
+        .unwrap()
+        .insert_many((0..20).map(|i| doc! { "_id": i, "k": 0, "pad": pad.clone() }))
+        .unwrap();
+    let limited = db.with_transaction_limit(Some(10_000));
+    let mut t = limited.begin().unwrap();
+    let parts = [Part::none()];
+    let err = t
+        .update("c", &parts, &doc! {}, &doc! { "$set": { "k": 1 } }, true, false)
+        .unwrap_err();
+    assert!(err.to_string().contains("transaction too large"), "{err}");
+    assert_eq!(
+        t.inner().held_bytes(),
+        0,
+        "the staged replacements were given back"
+    );
+    let one = t
+        .update(
+            "c",
+            &parts,
+            &doc! { "_id": 0 },
+            &doc! { "$set": { "k": 1 } },
+            false,
+            false,
+        )
+        .unwrap();
+    assert_eq!(one.modified, 1);
+    t.commit().unwrap();
+    let c = db.collection("c").unwrap();
+    assert_eq!(c.count(doc! { "k": 1 }).unwrap(), 1);
+    assert_eq!(c.count(doc! { "k": 0 }).unwrap(), 19);
+}

@@ -67,8 +67,6 @@ impl TagIndex {
         }
     }
 
-    /// Whether every linked row carries its tags for `field` (true while no
-    /// row is linked).
     /// Stops `field` being covered for the rest of the generation (its
     /// index was dropped: rows kept since may hold its tags as they were).
     pub(crate) fn uncover(&mut self, field: &str) {
@@ -77,6 +75,8 @@ impl TagIndex {
         }
     }
 
+    /// Whether every row linked so far was tagged for `field` (vacuously,
+    /// when none was).
     pub(crate) fn covers(&self, field: &str) -> bool {
         self.covered.as_ref().is_none_or(|c| c.contains(field))
     }

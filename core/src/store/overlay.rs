@@ -114,11 +114,16 @@ impl<'a> WriteTxn<'a> {
     /// [`Error::TransactionTooLarge`] if this transaction holds more bytes
     /// than its limit.
     pub fn check_room(&self) -> Result<()> {
+        self.check_room_for(0)
+    }
+
+    /// [`Error::TransactionTooLarge`] if this transaction would hold more
+    /// bytes than its limit with `extra` more: checked by an operation that
+    /// knows what it will write before it writes any of it.
+    pub fn check_room_for(&self, extra: u64) -> Result<()> {
+        let bytes = self.held.saturating_add(extra);
         match self.limit {
-            Some(limit) if self.held > limit => Err(Error::TransactionTooLarge {
-                bytes: self.held,
-                limit,
-            }),
+            Some(limit) if bytes > limit => Err(Error::TransactionTooLarge { bytes, limit }),
             _ => Ok(()),
         }
     }

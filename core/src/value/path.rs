@@ -196,7 +196,7 @@ fn sort_keys_document<'a>(
 }
 
 /// Whether `path` runs through an array in `doc` before its last component
-/// (where MongoDB, too, calls an index on it multikey).
+/// (by name or by a position: the latter needlessly, but safely).
 pub(crate) fn crosses_array(doc: &RawDocument, path: &FieldPath) -> bool {
     let mut cur = doc;
     for i in 0..path.len().saturating_sub(1) {
