@@ -39,8 +39,8 @@ pub use nesting::{nested_deeper_than, MAX_NESTING};
 pub use order::{bracket, compare, TypeBracket};
 pub(crate) use path::crosses_array;
 pub use path::{
-    array_index, best_sort_keys, index_values, is_under, lookup_path, visit_path, visit_sort_keys, FieldPath,
-    LeafArrays, PathValue, SortPath,
+    array_index, best_sort_keys, better_sort_key, index_values, is_under, lookup_path, visit_path,
+    visit_sort_keys, FieldPath, LeafArrays, PathValue, SortPath,
 };
 pub(crate) use project::{pick_top_level, project_path};
 pub use serialize::{to_bytes, to_shared_bytes};

@@ -232,8 +232,9 @@ pub fn best_sort_keys<'a>(
     out
 }
 
-/// The better of `best` and `v` for a field (`best` on a tie).
-fn better<'a>(
+/// The better of `best` and `v` as one field's sort key: the smaller (the
+/// larger when `descending`) by `cmp`, `best` on a tie.
+pub fn better_sort_key<'a>(
     best: Option<RawBsonRef<'a>>,
     v: RawBsonRef<'a>,
     descending: bool,
@@ -290,7 +291,7 @@ fn joint_document<'a>(
             let (path, descending) = fields[f];
             let mut best = None;
             sort_keys_array(a, path, rest, &mut |v| {
-                best = Some(better(best, v, descending, cmp))
+                best = Some(better_sort_key(best, v, descending, cmp))
             });
             out[f] = best.unwrap_or(RawBsonRef::Null);
         }

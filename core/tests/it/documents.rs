@@ -1283,6 +1283,13 @@ fn replacing_other_fields_keeps_the_vector_row() {
 #[test]
 fn a_transaction_past_its_byte_limit_refuses_its_next_operation() {
     let db = Database::open(Arc::new(MemoryStore::new())).expect("db");
+    let count = |db: &Database| {
+        db.read()
+            .collection("c")
+            .expect("c")
+            .count(&Part::none())
+            .expect("count")
+    };
     db.create_collection(CollectionConfig::new("c").index("k"))
         .expect("create");
     let pad = "x".repeat(1_000);
@@ -1311,14 +1318,7 @@ fn a_transaction_past_its_byte_limit_refuses_its_next_operation() {
     ));
     assert_eq!(txn.held_bytes(), held, "the refused operations changed nothing");
     txn.commit().expect("what it holds commits");
-    assert_eq!(
-        db.read()
-            .collection("c")
-            .expect("c")
-            .count(&Part::none())
-            .expect("count"),
-        inserted as u64
-    );
+    assert_eq!(count(&db), inserted as u64);
     integrity(&db, "c");
 
     // Staged replacements count: staging every document passes a limit
@@ -1358,12 +1358,5 @@ fn a_transaction_past_its_byte_limit_refuses_its_next_operation() {
         .delete("c", &Part::none(), &Bson::Int32(0))
         .expect("room again"));
     drop(txn);
-    assert_eq!(
-        db.read()
-            .collection("c")
-            .expect("c")
-            .count(&Part::none())
-            .expect("count"),
-        inserted as u64
-    );
+    assert_eq!(count(&db), inserted as u64);
 }

@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use bson::{RawBson, RawBsonRef, RawDocument};
-use slate_core::value::{best_sort_keys, compare, visit_sort_keys, FieldPath, SortPath};
+use slate_core::value::{best_sort_keys, better_sort_key, compare, visit_sort_keys, FieldPath, SortPath};
 
 /// One sort field: a dot path and a direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub fn sort_key(doc: &RawDocument, field: &SortField) -> RawBson {
 pub fn sort_key_ref<'a>(doc: &'a RawDocument, field: &SortField) -> RawBsonRef<'a> {
     let mut best: Option<RawBsonRef<'a>> = None;
     visit_sort_keys(doc, &field.path, &mut |v| {
-        best = Some(better(best, v, field.descending));
+        best = Some(better_sort_key(best, v, field.descending, &compare_values));
     });
     best.unwrap_or(RawBsonRef::Null)
 }
@@ -64,18 +64,6 @@ fn share_a_first_component(fields: &[SortField]) -> bool {
         .iter()
         .enumerate()
         .any(|(i, a)| fields[..i].iter().any(|b| first(a) == first(b)))
-}
-
-/// The smaller of `best` and `v` (the larger when `descending`); `best` on a tie.
-fn better<'a>(best: Option<RawBsonRef<'a>>, v: RawBsonRef<'a>, descending: bool) -> RawBsonRef<'a> {
-    match best {
-        Some(b) => match compare_values(v, b) {
-            Ordering::Less if !descending => v,
-            Ordering::Greater if descending => v,
-            _ => b,
-        },
-        None => v,
-    }
 }
 
 /// `compare`, except that `undefined` (the key of an empty array) sorts
