@@ -296,9 +296,11 @@ impl Collection {
             for keys in refs.chunks(chunk_ids * parts.len()) {
                 let found = read.get_keys(keys)?;
                 if let Some(max) = max_bytes {
+                    // What is returned: each id's document in the first
+                    // partition holding it, not the copies it shadows.
                     total += found
-                        .iter()
-                        .flatten()
+                        .chunks(parts.len())
+                        .filter_map(|per_id| per_id.iter().flatten().next())
                         .map(|raw| raw.bytes.len() + vector_bytes)
                         .sum::<usize>();
                     if total > max {
@@ -342,10 +344,12 @@ impl Collection {
                 let seeded = slate_query::equality_seed(&filter)
                     .is_ok_and(|seed| slate_core::get_path(&seed, &key).is_some());
                 if !seeded {
+                    // `$eq`: a regex value is compared as a value, not run.
+                    let is = bson::doc! { key: { "$eq": value.clone() } };
                     filter = if filter.is_empty() {
-                        bson::doc! { key: value.clone() }
+                        is
                     } else {
-                        bson::doc! { "$and": [filter, { key: value.clone() }] }
+                        bson::doc! { "$and": [filter, is] }
                     };
                 }
             }

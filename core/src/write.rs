@@ -385,11 +385,15 @@ impl<'db> WriteTxn<'db> {
                     id: shown(),
                     reason: format!("partition key {key:?} is missing"),
                 })?;
-                if matches!(value, Bson::Array(_) | Bson::Document(_) | Bson::Null) {
+                // `undefined` keys as null does: no null partition either.
+                if matches!(
+                    value,
+                    Bson::Array(_) | Bson::Document(_) | Bson::Null | Bson::Undefined
+                ) {
                     return Err(Error::InvalidDocument {
                         collection: collection.clone(),
                         id: shown(),
-                        reason: format!("partition key {key:?} must be a scalar"),
+                        reason: format!("partition key {key:?} must be a scalar, not null"),
                     });
                 }
                 Part::of(value)?.0

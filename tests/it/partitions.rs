@@ -711,3 +711,51 @@ fn search_batch_refuses_k_zero_whatever_the_layout() {
         }
     }
 }
+
+/// `undefined` as a partition key is refused as `null` is (it would land in
+/// a null partition: both encode alike), and a handle on a regex partition
+/// upserts as any other (its value compared as a value, not run as a
+/// pattern).
+#[test]
+fn null_like_keys_are_refused_and_a_regex_partition_upserts() {
+    for t in backends() {
+        let b = t.backend;
+        let coll =
+            t.db.create_collection(CollectionConfig::new("u").partition_key("tenant"))
+                .expect("create");
+        for v in [Bson::Null, Bson::Undefined] {
+            let err = coll
+                .insert_one(doc! { "_id": 1, "tenant": v.clone() })
+                .expect_err("not a partition");
+            assert!(
+                matches!(err, Error::Core(CoreError::InvalidDocument { .. })),
+                "[{b}] {v:?}: {err}"
+            );
+        }
+        assert_eq!(
+            coll.partition(Bson::Null).count(doc! {}).expect("count"),
+            0,
+            "[{b}]"
+        );
+        let r = Bson::RegularExpression(slate::bson::Regex {
+            pattern: "a".into(),
+            options: String::new(),
+        });
+        coll.insert_one(doc! { "_id": 1, "tenant": r.clone() })
+            .expect("a regex is a scalar");
+        let scoped = coll.partition(r.clone());
+        let res = scoped
+            .update_one(doc! { "_id": 1 }, doc! { "$set": { "n": 1 } }, true)
+            .expect("upsert on a regex partition");
+        assert_eq!((res.matched, res.modified), (1, 1), "[{b}]");
+        let res = scoped
+            .update_one(doc! { "_id": 2 }, doc! { "$set": { "n": 2 } }, true)
+            .expect("upsert inserting");
+        assert!(res.upserted_id.is_some(), "[{b}]");
+        assert_eq!(
+            scoped.get(2).expect("get"),
+            Some(doc! { "_id": 2, "tenant": r.clone(), "n": 2 }),
+            "[{b}]"
+        );
+    }
+}

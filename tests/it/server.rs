@@ -579,6 +579,31 @@ fn a_write_past_the_servers_transaction_bound_is_refused_and_writes_nothing() {
     assert_eq!(coll.count(doc! { "n": 1 }).unwrap(), 990);
 }
 
+/// `get_many` across partitions returns each id's document from the first
+/// partition listed that holds it, and counts only those against the reply
+/// bound, not the copies they shadow in later partitions.
+#[test]
+fn get_many_across_partitions_counts_only_what_it_returns() {
+    let db = Db::memory();
+    let p = db
+        .create_collection(CollectionConfig::new("p").partition_key("t"))
+        .unwrap();
+    let big = "x".repeat(14 << 20);
+    for t in 0..5 {
+        p.insert_one(doc! { "_id": 1, "t": t, "b": big.as_str() })
+            .unwrap();
+    }
+    let server = serve(&db);
+    let client = connect(&server);
+    let got = client
+        .collection("p")
+        .unwrap()
+        .partitions((0..5).map(Bson::Int32).collect())
+        .get_many(&[Bson::Int32(1)])
+        .unwrap();
+    assert_eq!(got[0].as_ref().unwrap().get_i32("t").unwrap(), 0);
+}
+
 #[test]
 fn an_oversized_request_is_told_frame_too_large_and_writes_nothing() {
     let db = Db::memory();
