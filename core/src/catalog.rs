@@ -3,6 +3,7 @@
 use bson::{doc, Bson, Document};
 use slate_vector::Metric;
 
+use crate::value::is_under;
 use crate::{Error, Result};
 
 /// The column family that holds one catalog entry per collection.
@@ -163,6 +164,17 @@ impl CollectionConfig {
             }
             if self.vectors[..i].iter().any(|w| w.field == v.field) {
                 return Err(bad(format!("vector field {:?} listed twice", v.field)));
+            }
+            // One inside the other (`emb`, `emb.v`): whichever is taken out
+            // first leaves the other nothing to hold.
+            if let Some(w) = self.vectors[..i]
+                .iter()
+                .find(|w| is_under(&v.field, &w.field) || is_under(&w.field, &v.field))
+            {
+                return Err(bad(format!(
+                    "vector fields {:?} and {:?}: one lies inside the other",
+                    w.field, v.field
+                )));
             }
             if v.field == "_id"
                 || self.indexes.contains(&v.field)

@@ -295,12 +295,14 @@ pub fn f32s_from_le(bytes: &[u8]) -> Vec<f32> {
 /// Removes the vector at `vf.field` from `doc` and checks it: an array of
 /// numbers, a BSON vector (binary subtype 9) or a binary of little-endian
 /// f32 (subtype 0 or user-defined), `dim` long, every value finite.
-/// `Ok(None)` when the field is absent or null.
+/// `Ok(None)` when the field is absent or null; refused when its path runs
+/// through an array (the vector would stay in the document, out of reach of
+/// every search).
 pub(crate) fn extract_vector(
     doc: &mut Document,
     vf: &VectorField,
 ) -> std::result::Result<Option<Vec<f32>>, String> {
-    let Some(value) = take_path(doc, &vf.field) else {
+    let Some(value) = take_path(doc, &vf.field)? else {
         return Ok(None);
     };
     let v = bson_to_vector(&value)?;
@@ -373,13 +375,18 @@ pub fn vector_to_bson(v: &[f32]) -> Bson {
     Bson::Array(v.iter().map(|x| Bson::Double(f64::from(*x))).collect())
 }
 
-/// Removes and returns the value at dot path `path` (through nested documents).
-fn take_path(doc: &mut Document, path: &str) -> Option<Bson> {
+/// Removes and returns the value at dot path `path` (through nested
+/// documents): `None` where the path is missing or runs into a scalar, an
+/// error where it runs into an array.
+fn take_path(doc: &mut Document, path: &str) -> std::result::Result<Option<Bson>, String> {
     match path.split_once('.') {
-        None => doc.remove(path),
-        Some((head, rest)) => match doc.get_mut(head)? {
-            Bson::Document(inner) => take_path(inner, rest),
-            _ => None,
+        None => Ok(doc.remove(path)),
+        Some((head, rest)) => match doc.get_mut(head) {
+            Some(Bson::Document(inner)) => take_path(inner, rest),
+            Some(Bson::Array(_)) => Err(format!(
+                "the path runs through an array at {head:?}: a vector field's path goes through documents only"
+            )),
+            _ => Ok(None),
         },
     }
 }

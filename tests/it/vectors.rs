@@ -1357,3 +1357,38 @@ fn a_dropped_index_is_never_answered_from_rows_kept_since() {
         }
     }
 }
+
+/// A vector field's path runs through documents only: a document whose path
+/// to it crosses an array is refused (the vector would stay in the document,
+/// where no search finds it), and two vector fields one inside the other
+/// are refused when the collection is created.
+#[test]
+fn vector_paths_through_arrays_and_nested_vector_fields_are_refused() {
+    for t in crate::backends() {
+        let b = t.backend;
+        let coll =
+            t.db.create_collection(CollectionConfig::new("p").vector("emb.v", 3, Metric::L2))
+                .expect("create");
+        let err = coll
+            .insert_one(doc! { "_id": 1, "emb": [{ "v": [1.0, 2.0, 3.0] }] })
+            .expect_err("through an array");
+        assert!(err.to_string().contains("through an array"), "[{b}] {err}");
+        assert_eq!(coll.count(doc! {}).expect("count"), 0, "[{b}] nothing written");
+        coll.insert_one(doc! { "_id": 2, "emb": { "v": [1.0, 2.0, 3.0] } })
+            .expect("through a document");
+        coll.insert_one(doc! { "_id": 3, "emb": 7 })
+            .expect("a scalar on the way: no vector");
+        let hits = coll.search("emb.v", &[1.0, 2.0, 3.0]).run().expect("search");
+        assert_eq!(hits.len(), 1, "[{b}]");
+        for (a, c) in [("emb", "emb.v"), ("emb.v", "emb")] {
+            let err =
+                t.db.create_collection(CollectionConfig::new("o").vector(a, 2, Metric::L2).vector(
+                    c,
+                    2,
+                    Metric::L2,
+                ))
+                .expect_err("nested vector fields");
+            assert!(err.to_string().contains("inside the other"), "[{b}] {err}");
+        }
+    }
+}
