@@ -323,6 +323,10 @@ pub fn bson_to_vector(value: &Bson) -> std::result::Result<Option<Vec<f32>>, Str
             .iter()
             .enumerate()
             .map(|(i, x)| match x {
+                // A finite double past f32's range would read as infinite.
+                Bson::Double(d) if d.is_finite() && (*d as f32).is_infinite() => {
+                    Err(format!("element {i} is {d}: beyond the range of f32"))
+                }
                 Bson::Double(d) => Ok(*d as f32),
                 Bson::Int32(n) => Ok(*n as f32),
                 Bson::Int64(n) => Ok(*n as f32),

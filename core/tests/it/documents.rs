@@ -188,6 +188,11 @@ fn vectors_are_validated_stored_apart_and_never_half_written() {
         for (bad, why) in [
             (doc! { "_id": 4, "emb": [1.0, 2.0] }, "expected 3"),
             (doc! { "_id": 5, "emb": [1.0, f64::NAN, 3.0] }, "not a finite"),
+            // Finite, but past f32: named as such, not as infinite.
+            (
+                doc! { "_id": 14, "emb": [1e39, 0.0, 0.0] },
+                "beyond the range of f32",
+            ),
             (doc! { "_id": 6, "emb": [1.0, "x", 3.0] }, "not a number"),
             (doc! { "_id": 7, "emb": "nope" }, "neither"),
             (
