@@ -127,8 +127,9 @@ impl Collection {
     }
 
     /// On a handle scoped to partitions: a document without the partition key
-    /// gets the handle's partition when it names one (and the key is
-    /// top-level), and is refused otherwise. Whether a key the document has
+    /// gets the handle's partition when it names one (a dotted key through
+    /// subdocuments, created where missing), and is refused otherwise (or
+    /// when a value other than a document lies on a dotted key's way). Whether a key the document has
     /// lies in the handle's partitions is checked where it is inserted
     /// (`WriteTxn::insert_within`, comparing partitions as keys compare).
     fn scoped(&self, mut doc: Document, key: Option<&str>) -> Result<Document> {
@@ -138,9 +139,17 @@ impl Collection {
         if slate_core::get_path(&doc, key).is_some() {
             return Ok(doc);
         }
+        // Each proper prefix of a dotted key (`org` of `org.id`) must be a
+        // subdocument or absent: filling in must not overwrite a value.
+        let clear_way = key.match_indices('.').all(|(at, _)| {
+            matches!(
+                slate_core::get_path(&doc, &key[..at]),
+                None | Some(Bson::Document(_))
+            )
+        });
         match values.as_slice() {
-            [value] if !key.contains('.') => {
-                doc.insert(key, value.clone());
+            [value] if clear_way => {
+                slate_core::set_path(&mut doc, key, value.clone());
                 Ok(doc)
             }
             _ => Err(slate_core::Error::InvalidPartition {
@@ -360,11 +369,9 @@ impl Collection {
     /// Replaces the first document matching `filter`. An upserted
     /// replacement must lie in a partition the handle addresses.
     pub fn replace_one(&self, filter: Document, doc: Document, upsert: bool) -> Result<UpdateResult> {
-        let doc = if upsert {
-            self.scoped(doc, self.scoped_key()?.as_deref())?
-        } else {
-            doc
-        };
+        // Filled in whether or not it upserts: the replacement of a document
+        // found in the handle's one partition stays there.
+        let doc = self.scoped(doc, self.scoped_key()?.as_deref())?;
         self.write(|t, parts| t.replace_one(&self.name, parts, &filter, doc, upsert))
     }
 

@@ -759,3 +759,65 @@ fn null_like_keys_are_refused_and_a_regex_partition_upserts() {
         );
     }
 }
+
+/// A replacement through a handle on one partition gets the partition key
+/// filled in whether or not it upserts, a dotted key (`org.id`) included;
+/// a value on a dotted key's way is not overwritten: refused.
+#[test]
+fn a_scoped_replacement_fills_in_its_partition_key_dotted_or_not() {
+    for t in backends() {
+        let b = t.backend;
+        let flat =
+            t.db.create_collection(CollectionConfig::new("f").partition_key("tenant"))
+                .expect("create");
+        flat.insert_one(doc! { "_id": 5, "tenant": "acme", "n": 0 })
+            .expect("insert");
+        let acme = flat.partition("acme");
+        let r = acme
+            .replace_one(doc! { "_id": 5 }, doc! { "n": 1 }, false)
+            .expect("no upsert: filled in too");
+        assert_eq!((r.matched, r.modified), (1, 1), "[{b}]");
+        assert_eq!(
+            acme.get(5).expect("get"),
+            Some(doc! { "_id": 5, "n": 1, "tenant": "acme" }),
+            "[{b}]"
+        );
+        let dotted =
+            t.db.create_collection(CollectionConfig::new("d").partition_key("org.id"))
+                .expect("create");
+        let seven = dotted.partition(7);
+        seven
+            .replace_one(doc! { "_id": 3 }, doc! { "n": 3 }, true)
+            .expect("an upsert fills a dotted key");
+        assert_eq!(
+            seven.get(3).expect("get"),
+            Some(doc! { "_id": 3, "n": 3, "org": { "id": 7 } }),
+            "[{b}]"
+        );
+        seven
+            .replace_one(doc! { "_id": 3 }, doc! { "n": 4, "org": { "name": "x" } }, false)
+            .expect("filled into the subdocument there");
+        assert_eq!(
+            seven.get(3).expect("get"),
+            Some(doc! { "_id": 3, "n": 4, "org": { "name": "x", "id": 7 } }),
+            "[{b}]"
+        );
+        let err = seven
+            .replace_one(doc! { "_id": 3 }, doc! { "n": 5, "org": 9 }, false)
+            .expect_err("a value on the way");
+        assert!(
+            matches!(err, Error::Core(CoreError::InvalidPartition { .. })),
+            "[{b}] {err}"
+        );
+        assert_eq!(
+            seven
+                .get(3)
+                .expect("get")
+                .expect("there")
+                .get_i32("n")
+                .expect("n"),
+            4,
+            "[{b}]"
+        );
+    }
+}
