@@ -165,17 +165,6 @@ impl CollectionConfig {
             if self.vectors[..i].iter().any(|w| w.field == v.field) {
                 return Err(bad(format!("vector field {:?} listed twice", v.field)));
             }
-            // One inside the other (`emb`, `emb.v`): whichever is taken out
-            // first leaves the other nothing to hold.
-            if let Some(w) = self.vectors[..i]
-                .iter()
-                .find(|w| is_under(&v.field, &w.field) || is_under(&w.field, &v.field))
-            {
-                return Err(bad(format!(
-                    "vector fields {:?} and {:?}: one lies inside the other",
-                    w.field, v.field
-                )));
-            }
             if v.field == "_id"
                 || self.indexes.contains(&v.field)
                 || self.partition_key.as_ref() == Some(&v.field)
@@ -184,6 +173,29 @@ impl CollectionConfig {
                     "vector field {:?} cannot also be _id, an index or the partition key",
                     v.field
                 )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses vector fields one inside the other (`emb`, `emb.v`): whichever
+    /// is taken out of a document first leaves the other nothing to hold.
+    /// Checked when a collection is created (not by [`validate`](Self::validate),
+    /// so that a collection created before the check can still take
+    /// indexes).
+    pub(crate) fn validate_vector_paths(&self) -> Result<()> {
+        for (i, v) in self.vectors.iter().enumerate() {
+            if let Some(w) = self.vectors[..i]
+                .iter()
+                .find(|w| is_under(&v.field, &w.field) || is_under(&w.field, &v.field))
+            {
+                return Err(Error::InvalidConfig {
+                    collection: self.name.clone(),
+                    reason: format!(
+                        "vector fields {:?} and {:?}: one lies inside the other",
+                        w.field, v.field
+                    ),
+                });
             }
         }
         Ok(())

@@ -380,16 +380,29 @@ pub fn vector_to_bson(v: &[f32]) -> Bson {
 }
 
 /// Removes and returns the value at dot path `path` (through nested
-/// documents): `None` where the path is missing or runs into a scalar, an
-/// error where it runs into an array.
+/// documents): `None` where the path is missing or runs into a scalar or an
+/// array without it, an error where it runs into an array whose documents
+/// hold it.
 fn take_path(doc: &mut Document, path: &str) -> std::result::Result<Option<Bson>, String> {
     match path.split_once('.') {
         None => Ok(doc.remove(path)),
         Some((head, rest)) => match doc.get_mut(head) {
             Some(Bson::Document(inner)) => take_path(inner, rest),
-            Some(Bson::Array(_)) => Err(format!(
-                "the path runs through an array at {head:?}: a vector field's path goes through documents only"
-            )),
+            // Refused only where a vector could be stranded: an element
+            // holding the rest of the path.
+            Some(Bson::Array(items)) => {
+                let next = rest.split('.').next().unwrap_or(rest);
+                if items
+                    .iter()
+                    .any(|e| matches!(e, Bson::Document(d) if d.contains_key(next)))
+                {
+                    Err(format!(
+                        "the path runs through an array at {head:?}: a vector field's path goes through documents only"
+                    ))
+                } else {
+                    Ok(None)
+                }
+            }
             _ => Ok(None),
         },
     }

@@ -315,6 +315,7 @@ impl<'db> WriteTxn<'db> {
     /// name starts it afresh.
     pub fn create_collection(&mut self, config: CollectionConfig) -> Result<()> {
         config.validate()?;
+        config.validate_vector_paths()?;
         if self.txn.get(CATALOG_CF, config.name.as_bytes())?.is_some()
             || self.configs.contains_key(&config.name)
         {
@@ -393,7 +394,9 @@ impl<'db> WriteTxn<'db> {
                     return Err(Error::InvalidDocument {
                         collection: collection.clone(),
                         id: shown(),
-                        reason: format!("partition key {key:?} must be a scalar, not null"),
+                        reason: format!(
+                            "partition key {key:?} must be a scalar other than null or undefined"
+                        ),
                     });
                 }
                 Part::of(value)?.0

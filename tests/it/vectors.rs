@@ -1378,6 +1378,13 @@ fn vector_paths_through_arrays_and_nested_vector_fields_are_refused() {
             .expect("through a document");
         coll.insert_one(doc! { "_id": 3, "emb": 7 })
             .expect("a scalar on the way: no vector");
+        // Arrays where no element holds the path strand nothing: no vector.
+        coll.insert_one(doc! { "_id": 4, "emb": [] })
+            .expect("an empty array");
+        coll.insert_one(doc! { "_id": 5, "emb": [1, { "w": 1 }] })
+            .expect("no element holds v");
+        coll.update_many(doc! {}, doc! { "$set": { "flag": true } }, false)
+            .expect("they update");
         let hits = coll.search("emb.v", &[1.0, 2.0, 3.0]).run().expect("search");
         assert_eq!(hits.len(), 1, "[{b}]");
         for (a, c) in [("emb", "emb.v"), ("emb.v", "emb")] {
