@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bson::spec::BinarySubtype;
 use bson::{Binary, Bson, Document};
-use slate_vector::{CacheConfig, RowTags, VectorCache};
+use slate_vector::{CacheConfig, Metric, RowTags, VectorCache};
 
 use crate::catalog::{collection_cf, CollectionConfig, VectorField};
 use crate::keys;
@@ -298,9 +298,13 @@ pub fn f32s_from_le(bytes: &[u8]) -> Vec<f32> {
 /// `Ok(None)` when the field is absent or null; refused when its path runs
 /// through an array (the vector would stay in the document, out of reach of
 /// every search).
+///
+/// `stored`: the vector the document held before (a replacement); one equal
+/// to it bit for bit is kept unchecked.
 pub(crate) fn extract_vector(
     doc: &mut Document,
     vf: &VectorField,
+    stored: Option<&[f32]>,
 ) -> std::result::Result<Option<Vec<f32>>, String> {
     let Some(value) = take_path(doc, &vf.field)? else {
         return Ok(None);
@@ -308,11 +312,33 @@ pub(crate) fn extract_vector(
     let v = bson_to_vector(&value)?;
     match v {
         None => Ok(None),
+        Some(v) if stored.is_some_and(|s| same_bits(s, &v)) => Ok(Some(v)),
         Some(v) => {
             slate_vector::check_vector_for(&v, vf.dim, vf.metric).map_err(|e| e.to_string())?;
+            // Under cosine a zero vector is stored as such (at distance 1 from
+            // everything); numbers too small for f32 must not become one.
+            if vf.metric == Metric::Cosine && v.iter().all(|&x| x == 0.0) && has_nonzero_number(&value) {
+                return Err("its numbers are too small for f32: it would be stored as a zero vector".into());
+            }
             Ok(Some(v))
         }
     }
+}
+
+/// Whether two vectors are equal bit for bit.
+pub(crate) fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// Whether `value` is an array holding a number other than zero.
+fn has_nonzero_number(value: &Bson) -> bool {
+    let Bson::Array(items) = value else { return false };
+    items.iter().any(|x| match x {
+        Bson::Double(d) => *d != 0.0,
+        Bson::Int32(n) => *n != 0,
+        Bson::Int64(n) => *n != 0,
+        _ => false,
+    })
 }
 
 /// Converts a BSON value to a vector (`None` for null); the caller checks it.

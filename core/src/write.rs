@@ -363,13 +363,22 @@ impl<'db> WriteTxn<'db> {
     }
 
     fn prepare(config: &CollectionConfig, mut doc: Document) -> Result<Prepared> {
-        Self::prepare_in(config, &index_paths(config)?, &mut doc)
+        Self::prepare_in(config, &index_paths(config)?, &mut doc, &[])
     }
 
     /// [`prepare`](Self::prepare) with the config's index paths parsed, of
     /// `doc` borrowed: it gets an `_id` if it has none and loses its vector
     /// fields, and its caller drops it.
-    fn prepare_in(config: &CollectionConfig, paths: &[FieldPath], doc: &mut Document) -> Result<Prepared> {
+    /// `stored`: the vectors of the document it replaces, which one equal bit
+    /// for bit keeps without being checked again (it was stored under the
+    /// rules of its day: a component limit added later must not make the
+    /// document's other fields unchangeable).
+    fn prepare_in(
+        config: &CollectionConfig,
+        paths: &[FieldPath],
+        doc: &mut Document,
+        stored: &[(String, Vec<f32>)],
+    ) -> Result<Prepared> {
         let id = give_id(doc);
         let collection = &config.name;
         let id_enc = encode_id(&id).map_err(|e| Error::InvalidId {
@@ -404,7 +413,11 @@ impl<'db> WriteTxn<'db> {
         };
         let mut vectors = Vec::new();
         for vf in &config.vectors {
-            if let Some(v) = extract_vector(doc, vf).map_err(|reason| Error::InvalidVector {
+            let kept = stored
+                .iter()
+                .find(|(f, _)| *f == vf.field)
+                .map(|(_, v)| v.as_slice());
+            if let Some(v) = extract_vector(doc, vf, kept).map_err(|reason| Error::InvalidVector {
                 collection: collection.clone(),
                 field: vf.field.clone(),
                 id: shown(),
@@ -559,11 +572,9 @@ impl<'db> WriteTxn<'db> {
         let kept = |field: &str, v: &[f32]| {
             same_entries
                 && old.is_some_and(|o| {
-                    o.vectors.iter().any(|(f, w)| {
-                        f == field
-                            && w.len() == v.len()
-                            && w.iter().zip(v).all(|(a, b)| a.to_bits() == b.to_bits())
-                    })
+                    o.vectors
+                        .iter()
+                        .any(|(f, w)| f == field && crate::vectors::same_bits(w, v))
                 })
         };
         for vf in &config.vectors {
@@ -653,7 +664,7 @@ impl<'db> WriteTxn<'db> {
         let paths = index_paths(&config)?;
         let mut prepared: Vec<Result<Prepared>> = docs
             .par_iter_mut()
-            .map(|doc| Self::prepare_in(&config, &paths, doc))
+            .map(|doc| Self::prepare_in(&config, &paths, doc, &[]))
             .collect();
         // What is left of the documents is freed beside the writes below,
         // on a core they leave idle.
@@ -1078,7 +1089,7 @@ impl<'db> WriteTxn<'db> {
             with_id.extend(doc);
             doc = with_id;
         }
-        let p = Self::prepare(config, doc)?;
+        let p = Self::prepare_in(config, &index_paths(config)?, &mut doc, &old.vectors)?;
         if p.part != part {
             return Err(Error::InvalidDocument {
                 collection: collection.clone(),

@@ -495,6 +495,8 @@ fn bad_vectors_and_queries_are_refused_and_change_nothing() {
     for bad in [
         doc! { "_id": 2, "e": [1.0, 2.0] },
         doc! { "_id": 3, "e": [1.0, f64::INFINITY, 0.0] },
+        // Not zero, but zero in f32: not stored as a zero vector.
+        doc! { "_id": 4, "e": [1e-50, 0.0, -1e-60] },
     ] {
         let err = coll.insert_one(bad).expect_err("refused");
         let msg = err.to_string();

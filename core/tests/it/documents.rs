@@ -1365,3 +1365,57 @@ fn a_transaction_past_its_byte_limit_refuses_its_next_operation() {
     drop(txn);
     assert_eq!(count(&db), inserted as u64);
 }
+
+/// A vector stored under older rules (here past today's component limit,
+/// written straight to the store) loads at open, and its document's other
+/// fields can still be replaced: a vector kept bit for bit is not checked
+/// again. A new vector past the limit is still refused.
+#[test]
+fn a_vector_stored_under_older_rules_does_not_block_its_document() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = || CollectionConfig::new("c").vector("e", 2, Metric::L2);
+    {
+        let store = RocksStore::builder(dir.path()).sync(false).open().expect("rocks");
+        let db = Database::open(Arc::new(store)).expect("db");
+        db.create_collection(config()).expect("create");
+        let mut txn = db.begin_write().expect("begin");
+        txn.insert("c", doc! { "_id": 1, "e": [1.0, 0.0], "n": 0 })
+            .expect("insert");
+        txn.commit().expect("commit");
+    }
+    {
+        let store = RocksStore::builder(dir.path()).sync(false).open().expect("rocks");
+        let id = slate_core::value::encode_id(&Bson::Int32(1)).expect("id");
+        let key = slate_core::keys::vector_key(b"", "e", &id);
+        let old: Vec<u8> = [1e20f32, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let mut txn = slate_core::begin_write(&store).expect("raw write");
+        txn.put("c.c", key, old).expect("put");
+        txn.commit().expect("commit");
+    }
+    let store = RocksStore::builder(dir.path()).sync(false).open().expect("rocks");
+    let db = Database::open(Arc::new(store)).expect("reopen loads it");
+    let mut txn = db.begin_write().expect("begin");
+    let stored = txn
+        .get("c", &Part::none(), &Bson::Int32(1))
+        .expect("get")
+        .expect("there");
+    let mut changed = stored.clone();
+    changed.insert("n", 1);
+    assert!(txn
+        .replace("c", &Part::none(), &Bson::Int32(1), changed)
+        .expect("replace other fields"));
+    let mut moved = stored;
+    moved.insert("e", vec![Bson::Double(2e20), Bson::Double(0.0)]);
+    let err = txn
+        .replace("c", &Part::none(), &Bson::Int32(1), moved)
+        .expect_err("a new vector past the limit");
+    assert!(matches!(err, Error::InvalidVector { .. }), "{err}");
+    txn.commit().expect("commit");
+    let read = db.read();
+    let c = read.collection("c").expect("c");
+    let doc = c
+        .get_by_id(&Part::none(), &Bson::Int32(1))
+        .expect("get")
+        .expect("there");
+    assert_eq!(doc.raw().expect("raw").get_i32("n").expect("n"), 1);
+}
