@@ -22,6 +22,9 @@ pub type VectorView = slate_vector::CacheView;
 pub(crate) enum VectorOp {
     /// The document's key, its vector, and its index entries as row tags.
     Upsert(Vec<u8>, Vec<f32>, RowTags),
+    /// An upsert of the vector the document already held (its tags new):
+    /// checked only as a load checks it.
+    UpsertStored(Vec<u8>, Vec<f32>, RowTags),
     Delete(Vec<u8>),
     /// An index dropped: its field's tags are no longer trusted.
     Uncover(String),
@@ -187,6 +190,7 @@ impl Database {
                 // Vectors were validated when staged; a failure here is a bug.
                 let result = match op {
                     VectorOp::Upsert(key, v, tags) => writer.upsert_tagged(key, v, tags.clone()),
+                    VectorOp::UpsertStored(key, v, tags) => writer.upsert_tagged_stored(key, v, tags.clone()),
                     VectorOp::Delete(key) => {
                         writer.delete(key);
                         Ok(())

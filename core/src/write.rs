@@ -569,14 +569,14 @@ impl<'db> WriteTxn<'db> {
         // (the row's tags) leaves its row as it is: no second copy of the
         // vector in the cache until a compaction, none rewritten on disk.
         let same_entries = old.is_some_and(|o| o.index_keys == p.index_keys);
-        let kept = |field: &str, v: &[f32]| {
-            same_entries
-                && old.is_some_and(|o| {
-                    o.vectors
-                        .iter()
-                        .any(|(f, w)| f == field && crate::vectors::same_bits(w, v))
-                })
+        let stored = |field: &str, v: &[f32]| {
+            old.is_some_and(|o| {
+                o.vectors
+                    .iter()
+                    .any(|(f, w)| f == field && crate::vectors::same_bits(w, v))
+            })
         };
+        let kept = |field: &str, v: &[f32]| same_entries && stored(field, v);
         for vf in &config.vectors {
             let vk = keys::vector_key(&p.part, &vf.field, &p.id_enc);
             match (p.vectors.iter().find(|(f, _)| *f == vf.field), &tags) {
@@ -586,7 +586,13 @@ impl<'db> WriteTxn<'db> {
                     self.vector_ops.push((
                         config.name.clone(),
                         vf.field.clone(),
-                        VectorOp::Upsert(dk.clone(), v.clone(), tags.clone()),
+                        // A stored vector (not checked again when prepared)
+                        // moves to its new row as a load would take it.
+                        if stored(&vf.field, v) {
+                            VectorOp::UpsertStored(dk.clone(), v.clone(), tags.clone())
+                        } else {
+                            VectorOp::Upsert(dk.clone(), v.clone(), tags.clone())
+                        },
                     ));
                 }
                 _ => {

@@ -90,12 +90,24 @@ impl<'c> Writer<'c> {
     /// The row carries no tags, so after its commit no field is covered by
     /// this generation's tags (see [`upsert_tagged`](Self::upsert_tagged)).
     pub fn upsert(&mut self, id: &[u8], vector: &[f32]) -> Result<()> {
+        check_vector_for(vector, self.cache.dim(), self.cache.metric()).map_err(refuse(id))?;
         self.stage(id, vector, None)
     }
 
     /// [`upsert`](Self::upsert) with the row's tags, which
     /// [`CacheView::tagged_rows`](crate::CacheView::tagged_rows) finds it by.
     pub fn upsert_tagged(&mut self, id: &[u8], vector: &[f32], tags: RowTags) -> Result<()> {
+        check_vector_for(vector, self.cache.dim(), self.cache.metric()).map_err(refuse(id))?;
+        self.stage(id, vector, Some(tags))
+    }
+
+    /// [`upsert_tagged`](Self::upsert_tagged) of a vector already stored
+    /// (a document rewritten with its vector unchanged, its tags new): held
+    /// to [`check_finite`] only, as a load holds it, so that one stored
+    /// before the component limit is moved to its new row rather than
+    /// refused at commit.
+    pub fn upsert_tagged_stored(&mut self, id: &[u8], vector: &[f32], tags: RowTags) -> Result<()> {
+        check_finite(vector, self.cache.dim()).map_err(refuse(id))?;
         self.stage(id, vector, Some(tags))
     }
 
@@ -106,8 +118,8 @@ impl<'c> Writer<'c> {
         self.uncovered.push(field.to_owned());
     }
 
+    /// Stages `vector` for `id`, checked by the caller.
     fn stage(&mut self, id: &[u8], vector: &[f32], tags: Option<RowTags>) -> Result<()> {
-        check_vector_for(vector, self.cache.dim(), self.cache.metric()).map_err(refuse(id))?;
         let mut state = self.cache.lock_write();
         let row = match self.staged.get(id) {
             Some(&Staged::Row(row)) => {

@@ -1373,7 +1373,9 @@ fn a_transaction_past_its_byte_limit_refuses_its_next_operation() {
 #[test]
 fn a_vector_stored_under_older_rules_does_not_block_its_document() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = || CollectionConfig::new("c").vector("e", 2, Metric::L2);
+    // With an index, so that a change of the indexed field gives the
+    // kept vector a new row (new tags) at commit.
+    let config = || CollectionConfig::new("c").index("n").vector("e", 2, Metric::L2);
     {
         let store = RocksStore::builder(dir.path()).sync(false).open().expect("rocks");
         let db = Database::open(Arc::new(store)).expect("db");
@@ -1410,7 +1412,8 @@ fn a_vector_stored_under_older_rules_does_not_block_its_document() {
         .replace("c", &Part::none(), &Bson::Int32(1), moved)
         .expect_err("a new vector past the limit");
     assert!(matches!(err, Error::InvalidVector { .. }), "{err}");
-    txn.commit().expect("commit");
+    txn.commit()
+        .expect("commit, the cache taking the kept vector's new row");
     let read = db.read();
     let c = read.collection("c").expect("c");
     let doc = c
@@ -1418,4 +1421,12 @@ fn a_vector_stored_under_older_rules_does_not_block_its_document() {
         .expect("get")
         .expect("there");
     assert_eq!(doc.raw().expect("raw").get_i32("n").expect("n"), 1);
+    drop(c);
+    drop(read);
+    // Not poisoned: later writes go on.
+    let mut txn = db.begin_write().expect("begin");
+    txn.insert("c", doc! { "_id": 2, "e": [0.0, 1.0], "n": 2 })
+        .expect("insert");
+    txn.commit().expect("commit");
+    integrity(&db, "c");
 }
