@@ -363,21 +363,22 @@ impl<'db> WriteTxn<'db> {
     }
 
     fn prepare(config: &CollectionConfig, mut doc: Document) -> Result<Prepared> {
-        Self::prepare_in(config, &index_paths(config)?, &mut doc, &[])
+        Self::prepare_in(config, &index_paths(config)?, &mut doc, None)
     }
 
     /// [`prepare`](Self::prepare) with the config's index paths parsed, of
     /// `doc` borrowed: it gets an `_id` if it has none and loses its vector
     /// fields, and its caller drops it.
-    /// `stored`: the vectors of the document it replaces, which one equal bit
-    /// for bit keeps without being checked again (it was stored under the
-    /// rules of its day: a component limit added later must not make the
-    /// document's other fields unchangeable).
+    /// `replaced`: the document it replaces, whose vectors one equal bit for
+    /// bit keeps without being checked again, and whose `undefined`
+    /// partition key it may keep (each was stored under the rules of its
+    /// day: a check added later must not make the document's other fields
+    /// unchangeable; the partition is compared with the stored one later).
     fn prepare_in(
         config: &CollectionConfig,
         paths: &[FieldPath],
         doc: &mut Document,
-        stored: &[(String, Vec<f32>)],
+        replaced: Option<&Prepared>,
     ) -> Result<Prepared> {
         let id = give_id(doc);
         let collection = &config.name;
@@ -396,10 +397,13 @@ impl<'db> WriteTxn<'db> {
                     reason: format!("partition key {key:?} is missing"),
                 })?;
                 // `undefined` keys as null does: no null partition either.
-                if matches!(
-                    value,
-                    Bson::Array(_) | Bson::Document(_) | Bson::Null | Bson::Undefined
-                ) {
+                let undefined_kept = replaced.is_some() && matches!(value, Bson::Undefined);
+                if !undefined_kept
+                    && matches!(
+                        value,
+                        Bson::Array(_) | Bson::Document(_) | Bson::Null | Bson::Undefined
+                    )
+                {
                     return Err(Error::InvalidDocument {
                         collection: collection.clone(),
                         id: shown(),
@@ -413,7 +417,8 @@ impl<'db> WriteTxn<'db> {
         };
         let mut vectors = Vec::new();
         for vf in &config.vectors {
-            let kept = stored
+            let kept = replaced
+                .map_or(&[][..], |r| r.vectors.as_slice())
                 .iter()
                 .find(|(f, _)| *f == vf.field)
                 .map(|(_, v)| v.as_slice());
@@ -670,7 +675,7 @@ impl<'db> WriteTxn<'db> {
         let paths = index_paths(&config)?;
         let mut prepared: Vec<Result<Prepared>> = docs
             .par_iter_mut()
-            .map(|doc| Self::prepare_in(&config, &paths, doc, &[]))
+            .map(|doc| Self::prepare_in(&config, &paths, doc, None))
             .collect();
         // What is left of the documents is freed beside the writes below,
         // on a core they leave idle.
@@ -1095,7 +1100,7 @@ impl<'db> WriteTxn<'db> {
             with_id.extend(doc);
             doc = with_id;
         }
-        let p = Self::prepare_in(config, &index_paths(config)?, &mut doc, &old.vectors)?;
+        let p = Self::prepare_in(config, &index_paths(config)?, &mut doc, Some(&old))?;
         if p.part != part {
             return Err(Error::InvalidDocument {
                 collection: collection.clone(),

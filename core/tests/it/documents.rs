@@ -1430,3 +1430,40 @@ fn a_vector_stored_under_older_rules_does_not_block_its_document() {
     txn.commit().expect("commit");
     integrity(&db, "c");
 }
+
+/// A document stored with an `undefined` partition key before such keys
+/// were refused (it lies in the partition `null` would name) can still have
+/// its other fields replaced; new documents with one are refused.
+#[test]
+fn a_document_stored_with_an_undefined_partition_key_stays_changeable() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let db = Database::open(Arc::clone(&store)).expect("db");
+    db.create_collection(CollectionConfig::new("c").partition_key("tenant"))
+        .expect("create");
+    let part = Part::of(&Bson::Undefined).expect("part");
+    let id = slate_core::value::encode_id(&Bson::Int32(1)).expect("id");
+    let bytes = bson::to_vec(&doc! { "_id": 1, "tenant": Bson::Undefined, "n": 0 }).expect("bytes");
+    {
+        let mut raw = slate_core::begin_write(store.as_ref()).expect("raw write");
+        raw.put("c.c", slate_core::keys::doc_key(part.as_bytes(), &id), bytes)
+            .expect("put");
+        raw.commit().expect("commit");
+    }
+    let mut txn = db.begin_write().expect("begin");
+    assert!(txn
+        .insert("c", doc! { "_id": 2, "tenant": Bson::Undefined })
+        .is_err());
+    assert!(txn
+        .replace(
+            "c",
+            &part,
+            &Bson::Int32(1),
+            doc! { "tenant": Bson::Undefined, "n": 1 }
+        )
+        .expect("its other fields change"));
+    txn.commit().expect("commit");
+    let read = db.read();
+    let c = read.collection("c").expect("c");
+    let doc = c.get_by_id(&part, &Bson::Int32(1)).expect("get").expect("there");
+    assert_eq!(doc.raw().expect("raw").get_i32("n").expect("n"), 1);
+}
