@@ -13,7 +13,7 @@ use crate::server::protocol::{
     InsertOneReply, ReplaceArgs, SearchArgs, SearchBatchArgs, SearchBatchReply, SearchReply, UpdateArgs,
     UpdateReply,
 };
-use crate::{CollectionConfig, Result, SearchHit, Strategy, UpdateResult};
+use crate::{CollectionConfig, Error, ErrorKind, Result, SearchHit, Strategy, UpdateResult};
 
 /// A collection on a server; see [`crate::Collection`] for what each method does.
 #[derive(Debug, Clone)]
@@ -110,7 +110,7 @@ impl RemoteCollection {
         let args = InsertOneArgs {
             collection: self.name.clone(),
             partitions: self.parts(),
-            doc: Bin::doc(&doc),
+            doc: doc_arg(&doc, "doc")?,
         };
         let r: InsertOneReply = self.client.call("insert_one", &args)?;
         self.value(&r.id, "id")
@@ -121,7 +121,11 @@ impl RemoteCollection {
         let args = InsertManyArgs {
             collection: self.name.clone(),
             partitions: self.parts(),
-            docs: docs.into_iter().map(|d| Bin::doc(&d)).collect(),
+            docs: docs
+                .into_iter()
+                .enumerate()
+                .map(|(i, d)| doc_arg(&d, &format!("docs[{i}]")))
+                .collect::<Result<_>>()?,
         };
         let r: InsertManyReply = self.client.call("insert_many", &args)?;
         match self.value(&r.ids, "ids")? {
@@ -186,14 +190,21 @@ impl RemoteCollection {
     /// A query: chain `sort`, `skip`, `limit`, `project`, then `run`, `count`
     /// or `explain`.
     pub fn find(&self, filter: Document) -> RemoteFind<'_> {
+        let mut bad = None;
+        let filter = if filter.is_empty() {
+            None
+        } else {
+            doc_arg_later(&filter, "filter", &mut bad)
+        };
         RemoteFind {
             coll: self,
             args: FindArgs {
                 collection: self.name.clone(),
                 partitions: self.parts(),
-                filter: (!filter.is_empty()).then(|| Bin::doc(&filter)),
+                filter,
                 ..FindArgs::default()
             },
+            bad,
         }
     }
 
@@ -207,8 +218,8 @@ impl RemoteCollection {
         let args = ReplaceArgs {
             collection: self.name.clone(),
             partitions: self.parts(),
-            filter: Bin::doc(&filter),
-            doc: Bin::doc(&doc),
+            filter: doc_arg(&filter, "filter")?,
+            doc: doc_arg(&doc, "doc")?,
             upsert,
         };
         self.update_result(self.client.call("replace_one", &args)?)
@@ -218,8 +229,8 @@ impl RemoteCollection {
         let args = UpdateArgs {
             collection: self.name.clone(),
             partitions: self.parts(),
-            filter: Bin::doc(&filter),
-            update: Bin::doc(&update),
+            filter: doc_arg(&filter, "filter")?,
+            update: doc_arg(&update, "update")?,
             upsert,
         };
         self.update_result(self.client.call(op, &args)?)
@@ -239,7 +250,7 @@ impl RemoteCollection {
         let args = DeleteArgs {
             collection: self.name.clone(),
             partitions: self.parts(),
-            filter: Bin::doc(&filter),
+            filter: doc_arg(&filter, "filter")?,
         };
         Ok(self.client.call::<_, DeleteReply>(op, &args)?.deleted)
     }
@@ -288,6 +299,7 @@ impl RemoteCollection {
                 threads: 0,
                 explain: false,
             },
+            bad: None,
         }
     }
 
@@ -308,6 +320,7 @@ impl RemoteCollection {
                 strategy: None,
                 threads: 0,
             },
+            bad: None,
         }
     }
 
@@ -334,6 +347,8 @@ impl RemoteCollection {
 pub struct RemoteFind<'c> {
     coll: &'c RemoteCollection,
     args: FindArgs,
+    /// An argument that could not be encoded, reported on sending.
+    bad: Option<String>,
 }
 
 impl RemoteFind<'_> {
@@ -405,6 +420,7 @@ impl RemoteFind<'_> {
         decode: impl Fn(&Bin) -> Result<T>,
         mut f: impl FnMut(T) -> Result<()>,
     ) -> Result<()> {
+        refused(&self.bad)?;
         let client = &self.coll.client;
         let mut failed = None;
         client.exchange("find", &self.args, |frame| {
@@ -426,11 +442,13 @@ impl RemoteFind<'_> {
 
     /// Counts the matches (after skip and limit) on the server.
     pub fn count(self) -> Result<u64> {
+        refused(&self.bad)?;
         Ok(self.coll.client.call::<_, CountReply>("count", &self.args)?.count)
     }
 
     /// The plan the query would run, as `slate find --explain` prints it.
     pub fn explain(self) -> Result<String> {
+        refused(&self.bad)?;
         Ok(self
             .coll
             .client
@@ -445,6 +463,8 @@ impl RemoteFind<'_> {
 pub struct RemoteSearch<'c> {
     coll: &'c RemoteCollection,
     args: SearchArgs,
+    /// An argument that could not be encoded, reported on sending.
+    bad: Option<String>,
 }
 
 impl RemoteSearch<'_> {
@@ -458,7 +478,11 @@ impl RemoteSearch<'_> {
     /// not cloned). Default: every document with a vector.
     pub fn filter(mut self, filter: impl Borrow<Document>) -> Self {
         let filter = filter.borrow();
-        self.args.filter = (!filter.is_empty()).then(|| Bin::doc(filter));
+        self.args.filter = if filter.is_empty() {
+            None
+        } else {
+            doc_arg_later(filter, "filter", &mut self.bad)
+        };
         self
     }
 
@@ -482,6 +506,7 @@ impl RemoteSearch<'_> {
 
     /// Runs the search; returns the hits and what the server did, as text.
     pub fn explain(mut self) -> Result<(Vec<SearchHit>, String)> {
+        refused(&self.bad)?;
         self.args.explain = true;
         let r: SearchReply = self.coll.client.call("search", &self.args)?;
         Ok((self.coll.hits(r.hits)?, r.explain.unwrap_or_default()))
@@ -489,6 +514,7 @@ impl RemoteSearch<'_> {
 
     /// The hits, nearest first (ties: smaller `_id` key first).
     pub fn run(self) -> Result<Vec<SearchHit>> {
+        refused(&self.bad)?;
         let r: SearchReply = self.coll.client.call("search", &self.args)?;
         self.coll.hits(r.hits)
     }
@@ -500,6 +526,8 @@ impl RemoteSearch<'_> {
 pub struct RemoteSearchBatch<'c> {
     coll: &'c RemoteCollection,
     args: SearchBatchArgs,
+    /// An argument that could not be encoded, reported on sending.
+    bad: Option<String>,
 }
 
 impl RemoteSearchBatch<'_> {
@@ -513,7 +541,11 @@ impl RemoteSearchBatch<'_> {
     /// runs on its own).
     pub fn filter(mut self, filter: impl Borrow<Document>) -> Self {
         let filter = filter.borrow();
-        self.args.filter = (!filter.is_empty()).then(|| Bin::doc(filter));
+        self.args.filter = if filter.is_empty() {
+            None
+        } else {
+            doc_arg_later(filter, "filter", &mut self.bad)
+        };
         self
     }
 
@@ -537,7 +569,43 @@ impl RemoteSearchBatch<'_> {
 
     /// One hit list per query, in query order.
     pub fn run(self) -> Result<Vec<Vec<SearchHit>>> {
+        refused(&self.bad)?;
         let r: SearchBatchReply = self.coll.client.call("search_batch", &self.args)?;
         r.results.into_iter().map(|h| self.coll.hits(h)).collect()
+    }
+}
+
+/// The BSON bytes of `doc`, sent as argument `what`: one bson cannot write
+/// (a key holding a NUL byte) is refused here, as the server refuses an
+/// argument that is no document (`bad_request`, naming it), rather than
+/// sent cut short.
+fn doc_arg(doc: &Document, what: &str) -> Result<Bin> {
+    let mut out = Vec::new();
+    doc.to_writer(&mut out).map_err(|e| Error::Server {
+        kind: ErrorKind::BadRequest,
+        message: format!("{what}: not a document BSON can hold: {e}"),
+    })?;
+    Ok(Bin(out))
+}
+
+/// [`doc_arg`] for a builder, which reports the error when it sends.
+fn doc_arg_later(doc: &Document, what: &str, bad: &mut Option<String>) -> Option<Bin> {
+    match doc_arg(doc, what) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            bad.get_or_insert(e.to_string());
+            None
+        }
+    }
+}
+
+/// The error a builder kept for its send, if any.
+fn refused(bad: &Option<String>) -> Result<()> {
+    match bad {
+        Some(message) => Err(Error::Server {
+            kind: ErrorKind::BadRequest,
+            message: message.clone(),
+        }),
+        None => Ok(()),
     }
 }

@@ -1586,3 +1586,30 @@ fn a_call_inside_for_each_is_refused_not_deadlocked() {
     assert_eq!((seen, refused), (5, 5));
     assert_eq!(remote.count(doc! {}).unwrap(), 5, "the client is still usable");
 }
+
+/// A document bson cannot write (a key holding a NUL byte) is refused by the
+/// client before anything is sent, `bad_request` naming the argument, and
+/// the connection goes on.
+#[test]
+fn a_document_bson_cannot_write_is_refused_before_it_is_sent() {
+    let db = Db::memory();
+    db.create_collection(CollectionConfig::new("c")).unwrap();
+    let server = serve(&db);
+    let client = connect(&server);
+    let c = client.collection("c").unwrap();
+    let bad = doc! { "a\0b": 1 };
+    let err = c.insert_many([doc! { "_id": 1 }, bad.clone()]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadRequest, "{err}");
+    // Naming why: the key, not a truncated document the server could not read.
+    assert!(
+        err.to_string().contains("docs[1]") && err.to_string().contains("null bytes"),
+        "{err}"
+    );
+    let err = c.find(bad.clone()).run().unwrap_err();
+    assert!(err.to_string().contains("filter"), "{err}");
+    let err = c.search("v", &[1.0]).filter(&bad).run().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadRequest, "{err}");
+    let err = c.update_many(doc! {}, bad, false).unwrap_err();
+    assert!(err.to_string().contains("update"), "{err}");
+    assert_eq!(c.count(doc! {}).unwrap(), 0, "nothing was written");
+}
