@@ -176,11 +176,28 @@ pub fn visit_sort_keys<'a>(doc: &'a RawDocument, path: &FieldPath, f: &mut impl 
 }
 
 fn sort_keys_document<'a>(
-    mut doc: &'a RawDocument,
+    doc: &'a RawDocument,
     path: &FieldPath,
-    mut i: usize,
+    i: usize,
     f: &mut impl FnMut(RawBsonRef<'a>),
 ) {
+    match reach(doc, path, i) {
+        Reached::Value(v) => f(v),
+        Reached::Array(a, rest) => sort_keys_array(a, path, rest, f),
+    }
+}
+
+/// Where a sort path leads from `path[i..]` in `doc`, through documents.
+enum Reached<'a> {
+    /// The value at its end; `null` where it is missing or a scalar stands
+    /// in the way.
+    Value(RawBsonRef<'a>),
+    /// An array, and the component the path goes on from inside it.
+    Array(&'a RawArray, usize),
+}
+
+/// Follows `path[i..]` in `doc` through documents to a value or an array.
+fn reach<'a>(mut doc: &'a RawDocument, path: &FieldPath, mut i: usize) -> Reached<'a> {
     let last = path.len() - 1;
     loop {
         match field(doc, path.name(i)) {
@@ -188,9 +205,9 @@ fn sort_keys_document<'a>(
                 doc = d;
                 i += 1;
             }
-            Some(RawBsonRef::Array(a)) => return sort_keys_array(a, path, i + 1, f),
-            Some(v) if i == last => return f(v),
-            _ => return f(RawBsonRef::Null),
+            Some(RawBsonRef::Array(a)) => return Reached::Array(a, i + 1),
+            Some(v) if i == last => return Reached::Value(v),
+            _ => return Reached::Value(RawBsonRef::Null),
         }
     }
 }
@@ -262,21 +279,11 @@ fn joint_document<'a>(
     // Each walk down through documents, to a value or to an array.
     let mut arrays: Vec<(&'a RawArray, usize, usize)> = Vec::new();
     for &(f, from) in walks {
-        let path = fields[f].0;
-        let last = path.len() - 1;
-        let (mut cur, mut i) = (doc, from);
-        out[f] = loop {
-            match field(cur, path.name(i)) {
-                Some(RawBsonRef::Document(d)) if i < last => {
-                    cur = d;
-                    i += 1;
-                }
-                Some(RawBsonRef::Array(a)) => {
-                    arrays.push((a, f, i + 1));
-                    break RawBsonRef::Null;
-                }
-                Some(v) if i == last => break v,
-                _ => break RawBsonRef::Null,
+        out[f] = match reach(doc, fields[f].0, from) {
+            Reached::Value(v) => v,
+            Reached::Array(a, rest) => {
+                arrays.push((a, f, rest));
+                RawBsonRef::Null
             }
         };
     }
