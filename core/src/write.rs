@@ -937,6 +937,12 @@ impl<'db> WriteTxn<'db> {
     /// Drops replacements staged and not to be written (an update that
     /// failed part way): what they held stops counting against the limit.
     pub fn discard_staged(&mut self, staged: Vec<StagedReplace>) {
+        self.release_staged(&staged);
+    }
+
+    /// Stops counting what `staged` held (only what this transaction
+    /// counted: another's replacements never counted here).
+    fn release_staged(&mut self, staged: &[StagedReplace]) {
         let serial = self.txn.writes().0;
         self.txn
             .release(staged.iter().filter(|s| s.at.0 == serial).map(|s| s.held).sum());
@@ -967,11 +973,8 @@ impl<'db> WriteTxn<'db> {
     /// fails the call, writing none of them.
     pub fn write_staged(&mut self, staged: Vec<StagedReplace>) -> Result<u64> {
         // Written or dropped here: their copies stop counting, and what the
-        // writes buffer counts instead (another transaction's never counted
-        // here).
-        let serial = self.txn.writes().0;
-        self.txn
-            .release(staged.iter().filter(|s| s.at.0 == serial).map(|s| s.held).sum());
+        // writes buffer counts instead.
+        self.release_staged(&staged);
         // Staged replacements mostly come from one collection: its
         // configuration is looked up once a run, not once a document.
         let mut config: Option<CollectionConfig> = None;

@@ -140,6 +140,12 @@ impl<'a> WriteTxn<'a> {
         self.held = self.held.saturating_add(bytes);
     }
 
+    /// Counts one write that buffered `bytes`.
+    fn counted(&mut self, bytes: u64) {
+        self.hold(bytes);
+        self.writes += 1;
+    }
+
     /// Counts `bytes` fewer as held (staged work that was written or dropped).
     pub fn release(&mut self, bytes: u64) {
         self.held = self.held.saturating_sub(bytes);
@@ -171,10 +177,9 @@ impl<'a> WriteTxn<'a> {
     /// Sets `key` to `value` in `cf`.
     pub fn put(&mut self, cf: &str, key: impl Into<Vec<u8>>, value: impl Into<Bytes>) -> Result<()> {
         let (key, value) = (key.into(), value.into());
-        self.changes_mut(cf)?;
-        self.hold((key.len() + value.len()) as u64);
-        self.writes += 1;
+        let bytes = (key.len() + value.len()) as u64;
         self.changes_mut(cf)?.writes.insert(key, Some(value));
+        self.counted(bytes);
         Ok(())
     }
 
@@ -189,73 +194,37 @@ impl<'a> WriteTxn<'a> {
         if entries.is_empty() {
             return Ok(());
         }
-        self.changes_mut(cf)?;
-        self.hold(entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum());
-        self.writes += 1;
-        let writes = &mut self.changes_mut(cf)?.writes;
-        // Merging rebuilds the buffered tree too (`append` is linear in both
-        // sizes), so a short run among many buffered writes goes one by one.
-        if entries.len() < BULK_MIN_ENTRIES || entries.len() < writes.len() / 8 {
-            for (key, value) in entries {
-                writes.insert(key, Some(value));
-            }
-            return Ok(());
-        }
-        let mut entries: Vec<(Vec<u8>, Option<Bytes>)> =
-            entries.into_iter().map(|(k, v)| (k, Some(v))).collect();
-        // Skipped when the caller has put them in order already (then no
-        // key repeats). Stable, so of entries with one key the last stays
-        // last, and only it is kept.
-        if !entries.windows(2).all(|pair| pair[0].0 < pair[1].0) {
-            entries.par_sort_by(|a, b| a.0.cmp(&b.0));
-            let mut last_of_each: Vec<(Vec<u8>, Option<Bytes>)> = Vec::with_capacity(entries.len());
-            for entry in entries {
-                match last_of_each.last_mut() {
-                    Some(last) if last.0 == entry.0 => *last = entry,
-                    _ => last_of_each.push(entry),
-                }
-            }
-            entries = last_of_each;
-        }
-        let mut run: BTreeMap<Vec<u8>, Option<Bytes>> = entries.into_iter().collect();
-        if writes.is_empty() {
-            *writes = run;
-        } else {
-            // `append` keeps `run`'s value for a key in both.
-            writes.append(&mut run);
-        }
+        let bytes: u64 = entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+        merge_run(&mut self.changes_mut(cf)?.writes, entries);
+        self.counted(bytes);
         Ok(())
     }
 
     /// Removes `key` from `cf` (a no-op if absent).
     pub fn delete(&mut self, cf: &str, key: impl Into<Vec<u8>>) -> Result<()> {
         let key = key.into();
-        self.changes_mut(cf)?;
-        self.hold(key.len() as u64);
-        self.writes += 1;
+        let bytes = key.len() as u64;
         self.changes_mut(cf)?.writes.insert(key, None);
+        self.counted(bytes);
         Ok(())
     }
 
     /// Removes every key of `cf` in `range`.
     pub fn delete_range(&mut self, cf: &str, range: KeyRange) -> Result<()> {
-        self.changes_mut(cf)?;
         let bytes = range.start.as_ref().map_or(0, Vec::len) + range.end.as_ref().map_or(0, Vec::len);
-        self.hold(bytes as u64);
-        self.writes += 1;
         let changes = self.changes_mut(cf)?;
-        if range.is_empty() {
-            return Ok(());
+        if !range.is_empty() {
+            let doomed: Vec<Vec<u8>> = changes
+                .writes
+                .range::<[u8], _>(range.bounds())
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in doomed {
+                changes.writes.remove(&k);
+            }
+            changes.ranges.push(range);
         }
-        let doomed: Vec<Vec<u8>> = changes
-            .writes
-            .range::<[u8], _>(range.bounds())
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in doomed {
-            changes.writes.remove(&k);
-        }
-        changes.ranges.push(range);
+        self.counted(bytes as u64);
         Ok(())
     }
 
@@ -478,5 +447,40 @@ impl<'t> Iterator for Merge<'t> {
                 }
             }
         }
+    }
+}
+
+/// Sets every `(key, value)` of `entries` in `writes`, in order (a later
+/// value for a key wins): see [`WriteTxn::put_many`].
+fn merge_run(writes: &mut BTreeMap<Vec<u8>, Option<Bytes>>, entries: Vec<(Vec<u8>, Bytes)>) {
+    // Merging rebuilds the buffered tree too (`append` is linear in both
+    // sizes), so a short run among many buffered writes goes one by one.
+    if entries.len() < BULK_MIN_ENTRIES || entries.len() < writes.len() / 8 {
+        for (key, value) in entries {
+            writes.insert(key, Some(value));
+        }
+        return;
+    }
+    let mut entries: Vec<(Vec<u8>, Option<Bytes>)> = entries.into_iter().map(|(k, v)| (k, Some(v))).collect();
+    // Skipped when the caller has put them in order already (then no
+    // key repeats). Stable, so of entries with one key the last stays
+    // last, and only it is kept.
+    if !entries.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+        entries.par_sort_by(|a, b| a.0.cmp(&b.0));
+        let mut last_of_each: Vec<(Vec<u8>, Option<Bytes>)> = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match last_of_each.last_mut() {
+                Some(last) if last.0 == entry.0 => *last = entry,
+                _ => last_of_each.push(entry),
+            }
+        }
+        entries = last_of_each;
+    }
+    let mut run: BTreeMap<Vec<u8>, Option<Bytes>> = entries.into_iter().collect();
+    if writes.is_empty() {
+        *writes = run;
+    } else {
+        // `append` keeps `run`'s value for a key in both.
+        writes.append(&mut run);
     }
 }
