@@ -1062,16 +1062,24 @@ impl Checker<'_, '_> {
             return true;
         }
         self.checked.fetch_add(1, Ordering::Relaxed);
-        let verdict = self.read.get_key(key).and_then(|doc| match (doc, self.filter) {
-            (Some(doc), Some(f)) => Ok(f.matches(doc.raw()?)),
-            (Some(_), None) => Ok(true),
-            (None, _) => Ok(false),
-        });
+        let verdict = self
+            .read
+            .get_key(key)
+            .and_then(|doc| doc.map_or(Ok(false), |doc| self.matches(&doc)));
         verdict.unwrap_or_else(|e| {
             let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
             failed.get_or_insert(e);
             false
         })
+    }
+
+    /// Whether `doc` matches the filter (any document, without one); an
+    /// error for bytes that are no document.
+    fn matches(&self, doc: &slate_core::RawDoc<'_>) -> slate_core::Result<bool> {
+        match self.filter {
+            Some(f) => Ok(f.matches(doc.raw()?)),
+            None => Ok(true),
+        }
     }
 
     /// The first error a check met: the search's answer is then not exact.
@@ -1611,11 +1619,7 @@ fn matching_rows(
         let mut failed = None;
         read.visit_between(part, from.as_deref(), to.as_deref(), &mut |doc| {
             checked += 1;
-            let verdict = match checker.filter {
-                Some(f) => doc.raw().map(|raw| f.matches(raw)),
-                None => Ok(true),
-            };
-            match verdict {
+            match checker.matches(doc) {
                 Ok(true) => out.extend(view.row_of(&doc.key)),
                 Ok(false) => {}
                 Err(e) => {

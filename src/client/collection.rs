@@ -191,11 +191,7 @@ impl RemoteCollection {
     /// or `explain`.
     pub fn find(&self, filter: Document) -> RemoteFind<'_> {
         let mut bad = None;
-        let filter = if filter.is_empty() {
-            None
-        } else {
-            doc_arg_later(&filter, "filter", &mut bad)
-        };
+        let filter = filter_arg(&filter, &mut bad);
         RemoteFind {
             coll: self,
             args: FindArgs {
@@ -478,11 +474,7 @@ impl RemoteSearch<'_> {
     /// not cloned). Default: every document with a vector.
     pub fn filter(mut self, filter: impl Borrow<Document>) -> Self {
         let filter = filter.borrow();
-        self.args.filter = if filter.is_empty() {
-            None
-        } else {
-            doc_arg_later(filter, "filter", &mut self.bad)
-        };
+        self.args.filter = filter_arg(filter, &mut self.bad);
         self
     }
 
@@ -541,11 +533,7 @@ impl RemoteSearchBatch<'_> {
     /// runs on its own).
     pub fn filter(mut self, filter: impl Borrow<Document>) -> Self {
         let filter = filter.borrow();
-        self.args.filter = if filter.is_empty() {
-            None
-        } else {
-            doc_arg_later(filter, "filter", &mut self.bad)
-        };
+        self.args.filter = filter_arg(filter, &mut self.bad);
         self
     }
 
@@ -588,9 +576,13 @@ fn doc_arg(doc: &Document, what: &str) -> Result<Bin> {
     Ok(Bin(out))
 }
 
-/// [`doc_arg`] for a builder, which reports the error when it sends.
-fn doc_arg_later(doc: &Document, what: &str, bad: &mut Option<String>) -> Option<Bin> {
-    match doc_arg(doc, what) {
+/// A builder's filter argument (none when empty), with [`doc_arg`]'s error
+/// kept in `bad` for the builder to report when it sends.
+fn filter_arg(filter: &Document, bad: &mut Option<String>) -> Option<Bin> {
+    if filter.is_empty() {
+        return None;
+    }
+    match doc_arg(filter, "filter") {
         Ok(b) => Some(b),
         Err(e) => {
             bad.get_or_insert(e.to_string());
