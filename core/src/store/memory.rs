@@ -1,9 +1,10 @@
-//! `MemoryStore`: persistent ordered maps published through `arc-swap`.
+//! `MemoryStore`: persistent ordered tables published through `arc-swap`.
 //!
-//! Each column family is an `imbl::OrdMap` whose clones share structure, so a
-//! commit copies only the O(log n) path to each key it touches, and a snapshot
-//! is one `Arc` to an immutable state: reads take no lock and lend their bytes
-//! straight out of the snapshot.
+//! Each column family is a [`Table`]: a sorted run and an `imbl::OrdMap` of
+//! the writes since, whose clones share structure, so a small commit copies
+//! only the O(log n) path to each key it touches and a large one rebuilds the
+//! run in one merge. A snapshot is one `Arc` to an immutable state: reads
+//! take no lock and lend their bytes straight out of the snapshot.
 
 use std::borrow::{Borrow, Cow};
 use std::cmp::Ordering;
@@ -12,12 +13,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
 
+use super::table::{Rebuild, Table};
 use super::{
-    check_cf_name, Batch, Bytes, Direction, EntryIter, KeyRange, Op, Snapshot, Store, WriteGuard, WriterGate,
+    check_cf_name, Batch, Bytes, Direction, EntryIter, KeyRange, Snapshot, Store, WriteGuard, WriterGate,
 };
 use crate::{Error, Result};
-
-type Table = imbl::OrdMap<Key, Bytes>;
 
 /// Longest key held inline in the tree node (a `Key` is 32 bytes either way).
 const INLINE_KEY: usize = 30;
@@ -28,19 +28,19 @@ const INLINE_KEY: usize = 30;
 /// pointer per compared key; shared on the heap otherwise. Orders, compares
 /// and borrows as its bytes, so `&[u8]` lookups and ranges work unchanged.
 #[derive(Clone)]
-enum Key {
+pub(super) enum Key {
     Inline { len: u8, bytes: [u8; INLINE_KEY] },
     Shared(Bytes),
 }
 
 impl Key {
-    fn new(key: Vec<u8>) -> Self {
+    pub(super) fn new(key: Vec<u8>) -> Self {
         Self::inline(&key).unwrap_or_else(|| Key::Shared(key.into()))
     }
 
     /// `key` held inline, if it is short enough: what a lookup compares
     /// against the tree's keys (see [`Key::cmp`]), built without allocating.
-    fn inline(key: &[u8]) -> Option<Self> {
+    pub(super) fn inline(key: &[u8]) -> Option<Self> {
         let len = u8::try_from(key.len()).ok().filter(|_| key.len() <= INLINE_KEY)?;
         let mut bytes = [0; INLINE_KEY];
         bytes[..key.len()].copy_from_slice(key);
@@ -128,6 +128,8 @@ pub struct MemoryStore {
     /// Set when a commit's publication step panicked (as `RocksStore`'s):
     /// that commit is published, and no later change is taken.
     poisoned: Mutex<Option<String>>,
+    /// When a commit rebuilds a table's run.
+    rebuild: Rebuild,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -154,6 +156,19 @@ impl MemoryStore {
             writer: WriterGate::new(),
             publish: Mutex::new(()),
             poisoned: Mutex::new(None),
+            rebuild: Rebuild::default(),
+        }
+    }
+
+    /// An empty store whose commits rebuild a table's sorted run from
+    /// batches of `bulk` operations on (and a sixteenth of) it, instead of
+    /// 1,024: for tests, which reach the rebuilds with small batches. The
+    /// contents read the same either way.
+    #[doc(hidden)]
+    pub fn with_bulk_rebuild(bulk: usize) -> Self {
+        Self {
+            rebuild: Rebuild { bulk: bulk.max(1) },
+            ..Self::new()
         }
     }
 
@@ -184,7 +199,7 @@ impl Store for MemoryStore {
                 name: name.to_owned(),
             });
         }
-        state.tables.insert(name.to_owned(), Table::new());
+        state.tables.insert(name.to_owned(), Table::default());
         self.state.store(Arc::new(state));
         Ok(())
     }
@@ -219,9 +234,7 @@ impl Store for MemoryStore {
                 .tables
                 .get_mut(&cf)
                 .ok_or_else(|| Error::UnknownColumnFamily { name: cf.clone() })?;
-            for op in ops {
-                apply_op(table, op);
-            }
+            table.apply(ops, self.rebuild);
         }
         state.version += 1;
         let version = state.version;
@@ -259,42 +272,6 @@ impl Drop for Publish<'_> {
     }
 }
 
-/// Applies one op to a table. A put's value is kept as it is handed over.
-fn apply_op(table: &mut Table, op: Op) {
-    match op {
-        Op::Put { key, value } => {
-            table.insert(Key::new(key), value);
-        }
-        Op::Delete { key } => {
-            table.remove(key.as_slice());
-        }
-        Op::DeleteRange { start, end } => {
-            let range = KeyRange {
-                start: Some(start),
-                end,
-            };
-            if range.is_empty() {
-                return;
-            }
-            let doomed: Vec<Key> = table
-                .range::<_, [u8]>(range.bounds())
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in doomed {
-                table.remove(&k);
-            }
-        }
-    }
-}
-
-/// The value of `key` in `table`, a short key compared inline.
-fn lookup<'t>(table: &'t Table, key: &[u8]) -> Option<&'t Bytes> {
-    match Key::inline(key) {
-        Some(key) => table.get(&key),
-        None => table.get(key),
-    }
-}
-
 struct MemorySnapshot(Arc<State>);
 
 impl MemorySnapshot {
@@ -312,7 +289,7 @@ impl Snapshot for MemorySnapshot {
     }
 
     fn get(&self, cf: &str, key: &[u8]) -> Result<Option<Cow<'_, [u8]>>> {
-        Ok(lookup(self.table(cf)?, key).map(|v| Cow::Borrowed(&**v)))
+        Ok(self.table(cf)?.get(key).map(|v| Cow::Borrowed(&**v)))
     }
 
     /// One table lookup for all the keys.
@@ -320,7 +297,7 @@ impl Snapshot for MemorySnapshot {
         let table = self.table(cf)?;
         Ok(keys
             .iter()
-            .map(|k| lookup(table, k).map(|v| Cow::Borrowed(&**v)))
+            .map(|k| table.get(k).map(|v| Cow::Borrowed(&**v)))
             .collect())
     }
 
@@ -329,13 +306,11 @@ impl Snapshot for MemorySnapshot {
         if range.is_empty() {
             return Ok(Box::new(std::iter::empty()));
         }
-        let iter = table
-            .range::<_, [u8]>(range.bounds())
-            .map(|(k, v)| Ok((Cow::Borrowed(&**k), Cow::Borrowed(&**v))));
-        Ok(match dir {
-            Direction::Forward => Box::new(iter),
-            Direction::Reverse => Box::new(iter.rev()),
-        })
+        Ok(Box::new(
+            table
+                .range(range, dir)
+                .map(|(k, v)| Ok((Cow::Borrowed(&**k), Cow::Borrowed(&**v)))),
+        ))
     }
 
     fn count_range(&self, cf: &str, range: &KeyRange, cap: usize) -> Result<usize> {
@@ -343,7 +318,7 @@ impl Snapshot for MemorySnapshot {
         if range.is_empty() {
             return Ok(0);
         }
-        Ok(table.range::<_, [u8]>(range.bounds()).take(cap).count())
+        Ok(table.count(range, cap))
     }
 
     fn has_cf(&self, cf: &str) -> bool {

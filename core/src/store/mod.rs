@@ -19,6 +19,7 @@ mod memory;
 mod overlay;
 mod range;
 mod rocks;
+mod table;
 
 use std::borrow::Cow;
 use std::fmt::Debug;

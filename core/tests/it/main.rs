@@ -23,6 +23,25 @@ pub fn memory() -> Fixture {
     }
 }
 
+/// A `MemoryStore` whose every batch rebuilds a table's sorted run (when
+/// it holds a sixteenth of the table's entries): the merge paths a bulk load
+/// takes, reached with small batches.
+pub fn memory_rebuilt() -> Fixture {
+    Fixture {
+        store: Box::new(MemoryStore::with_bulk_rebuild(1)),
+        _dir: None,
+    }
+}
+
+/// A `MemoryStore` that rebuilds from batches of 3 operations: a mix of runs
+/// and of writes kept beside them, folded in when they grow.
+pub fn memory_mixed() -> Fixture {
+    Fixture {
+        store: Box::new(MemoryStore::with_bulk_rebuild(3)),
+        _dir: None,
+    }
+}
+
 pub fn rocks() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = RocksStore::builder(dir.path())
@@ -89,4 +108,6 @@ macro_rules! conformance_suite {
 }
 
 conformance_suite!(memory);
+conformance_suite!(memory_rebuilt);
+conformance_suite!(memory_mixed);
 conformance_suite!(rocks);

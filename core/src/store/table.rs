@@ -1,0 +1,552 @@
+//! A [`MemoryStore`](super::MemoryStore) column family: a sorted run of
+//! entries, rebuilt now and then, and the writes since it was built in a
+//! persistent map.
+//!
+//! A large batch (a bulk load, an index built over a collection) rebuilds
+//! the run in one merge, O(entries), instead of inserting its keys into the
+//! persistent map one by one, each insert copying its path through the tree.
+//! A small one goes to the map, as before: `None` there deletes an entry of
+//! the run. Reads look in the map first, then in the run, and a range merges
+//! the two. The map is folded into the run once it holds half as many
+//! entries, so that deleted and replaced values are not kept by the run for
+//! long, and a read mostly finds its keys in contiguous memory. Clones share
+//! both parts: a snapshot is two pointers.
+
+use std::cmp::Ordering;
+use std::iter::Peekable;
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::memory::Key;
+use super::{Bytes, Direction, KeyRange, Op};
+
+/// When batches and the map are folded into the run (see [`Table::apply`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rebuild {
+    /// A batch of at least this many operations on one column family, and
+    /// at least a sixteenth of its entries, rebuilds the run.
+    pub bulk: usize,
+}
+
+impl Default for Rebuild {
+    fn default() -> Self {
+        Rebuild { bulk: 1024 }
+    }
+}
+
+/// A batch rebuilds the run when it holds at least this fraction (1 / n) of
+/// the table's entries: each rebuild then copies at most this many entries
+/// per operation in it.
+const BULK_SHARE: usize = 16;
+
+/// A column family's entries. Cloning shares the run and the map's tree.
+#[derive(Clone, Default)]
+pub(super) struct Table {
+    run: Arc<Run>,
+    /// Writes since the run was built: `Some` puts, `None` deletes a key of
+    /// the run (a key only here is removed outright).
+    delta: imbl::OrdMap<Key, Option<Bytes>>,
+}
+
+/// Entries in ascending key order, keys distinct. The values sit in
+/// segments shared between runs (each rebuild adds one, of the values it
+/// took from the map and the batch), so that a rebuild copies the keys and
+/// where their values are, never touching a value's reference count.
+#[derive(Default)]
+struct Run {
+    keys: Vec<Key>,
+    /// Each key's value: its segment, and its position there.
+    at: Vec<(usize, usize)>,
+    segments: Vec<Arc<[Bytes]>>,
+    /// How many keys refer to each segment.
+    live: Vec<usize>,
+}
+
+/// An entry as the two parts yield them: the map's may be a deletion.
+type Item<'t> = (&'t Key, Option<&'t Bytes>);
+
+impl Run {
+    /// Where `key` is (`Ok`) or would go (`Err`); a short key compared
+    /// inline, as the map compares it.
+    fn find(&self, key: &[u8]) -> Result<usize, usize> {
+        self.find_probe(key, Key::inline(key).as_ref())
+    }
+
+    /// [`Run::find`] with `key` held inline already (if short enough).
+    fn find_probe(&self, key: &[u8], probe: Option<&Key>) -> Result<usize, usize> {
+        match probe {
+            Some(probe) => self.keys.binary_search(probe),
+            None => self.keys.binary_search_by(|k| (**k).cmp(key)),
+        }
+    }
+
+    fn value(&self, i: usize) -> &Bytes {
+        let (segment, j) = self.at[i];
+        &self.segments[segment][j]
+    }
+
+    /// The positions of the keys within `range` (its start included, its
+    /// end not).
+    fn span(&self, range: &KeyRange) -> Range<usize> {
+        let at = |key: &[u8]| self.find(key).unwrap_or_else(|i| i);
+        let start = range.start.as_deref().map_or(0, at);
+        let end = range.end.as_deref().map_or(self.keys.len(), at);
+        start..end.max(start)
+    }
+
+    fn entries(&self, span: Range<usize>) -> impl DoubleEndedIterator<Item = Item<'_>> + Send + '_ {
+        span.map(|i| (&self.keys[i], Some(self.value(i))))
+    }
+}
+
+impl Table {
+    /// Entries held (deletions in the map count, so this is an upper bound).
+    fn len(&self) -> usize {
+        self.run.keys.len() + self.delta.len()
+    }
+
+    /// The value of `key`.
+    pub(super) fn get(&self, key: &[u8]) -> Option<&Bytes> {
+        let probe = Key::inline(key);
+        if !self.delta.is_empty() {
+            let found = match &probe {
+                Some(probe) => self.delta.get(probe),
+                None => self.delta.get(key),
+            };
+            if let Some(value) = found {
+                return value.as_ref();
+            }
+        }
+        let i = self.run.find_probe(key, probe.as_ref()).ok()?;
+        Some(self.run.value(i))
+    }
+
+    /// The entries within `range`, in `dir`'s order.
+    pub(super) fn range<'t>(
+        &'t self,
+        range: &KeyRange,
+        dir: Direction,
+    ) -> Box<dyn Iterator<Item = (&'t Key, &'t Bytes)> + Send + 't> {
+        let span = self.run.span(range);
+        let run = self.run.entries(span);
+        if self.delta.is_empty() {
+            let live = |(k, v): Item<'t>| v.map(|v| (k, v));
+            return match dir {
+                Direction::Forward => Box::new(run.filter_map(live)),
+                Direction::Reverse => Box::new(run.rev().filter_map(live)),
+            };
+        }
+        let delta = self
+            .delta
+            .range::<_, [u8]>(range.bounds())
+            .map(|(k, v)| (k, v.as_ref()));
+        match dir {
+            Direction::Forward => Box::new(Merge::new(delta, run, Ordering::Less)),
+            Direction::Reverse => Box::new(Merge::new(delta.rev(), run.rev(), Ordering::Greater)),
+        }
+    }
+
+    /// How many entries lie within `range`, counting no further than `cap`.
+    pub(super) fn count(&self, range: &KeyRange, cap: usize) -> usize {
+        if self.delta.is_empty() {
+            return self.run.span(range).len().min(cap);
+        }
+        self.range(range, Direction::Forward).take(cap).count()
+    }
+
+    /// Applies one column family's operations of a commit, in order.
+    ///
+    /// A batch of at least `rebuild.bulk` operations and a sixteenth of the
+    /// table (a load, an index build) is merged with the run and the map into
+    /// a new run; so is the map, once a smaller batch leaves it holding half
+    /// as many entries as the run. Either merge copies the run's pointers
+    /// (its values are shared), no more often than every run-length's worth
+    /// of operations divided by 16 or 2. A batch with a range deletion goes to
+    /// the map (its keys are found in the current entries first).
+    pub(super) fn apply(&mut self, ops: Vec<Op>, rebuild: Rebuild) {
+        let bulk = ops.len() >= rebuild.bulk
+            && ops.len().saturating_mul(BULK_SHARE) >= self.len()
+            && !ops.iter().any(|op| matches!(op, Op::DeleteRange { .. }));
+        if bulk {
+            self.rebuild(sorted_batch(ops));
+            return;
+        }
+        for op in ops {
+            self.apply_op(op);
+        }
+        let run = self.run.keys.len();
+        if run > 0 && self.delta.len() >= rebuild.bulk.max(run / 2) {
+            self.rebuild(Vec::new());
+        }
+    }
+
+    fn apply_op(&mut self, op: Op) {
+        match op {
+            Op::Put { key, value } => {
+                self.delta.insert(Key::new(key), Some(value));
+            }
+            Op::Delete { key } => self.delete(Key::new(key)),
+            Op::DeleteRange { start, end } => {
+                let range = KeyRange {
+                    start: Some(start),
+                    end,
+                };
+                if range.is_empty() {
+                    return;
+                }
+                let doomed: Vec<Key> = self
+                    .range(&range, Direction::Forward)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in doomed {
+                    self.delete(k);
+                }
+            }
+        }
+    }
+
+    /// Deletes `key`: a deletion in the map when the run holds it, else
+    /// nothing there.
+    fn delete(&mut self, key: Key) {
+        if self.run.find(&key).is_ok() {
+            self.delta.insert(key, None);
+        } else {
+            self.delta.remove(&key);
+        }
+    }
+
+    /// A new run of the current entries with `batch` (ascending, distinct
+    /// keys, the newest writes) applied; the map emptied.
+    fn rebuild(&mut self, batch: Vec<(Key, Option<Bytes>)>) {
+        let delta = std::mem::take(&mut self.delta);
+        let changes = newest(
+            delta.iter().map(|(k, v)| (k.clone(), v.clone())),
+            batch.into_iter(),
+        );
+        let old = &*self.run;
+        let fresh_segment = old.segments.len();
+        let mut keys = Vec::with_capacity(old.keys.len() + delta.len());
+        let mut at = Vec::with_capacity(old.keys.len() + delta.len());
+        let mut fresh = Vec::new();
+        let mut live = old.live.clone();
+        // The old run's keys between two changes are copied a stretch at a
+        // time (a batch of ascending ids lands after them all, an index's
+        // new entries at the end of each value's entries).
+        let mut i = 0;
+        for (key, value) in changes {
+            let j = gallop(&old.keys, i, &key);
+            keys.extend_from_slice(&old.keys[i..j]);
+            at.extend_from_slice(&old.at[i..j]);
+            i = j;
+            if old.keys.get(i) == Some(&key) {
+                // Replaced or deleted.
+                live[old.at[i].0] -= 1;
+                i += 1;
+            }
+            if let Some(value) = value {
+                keys.push(key);
+                at.push((fresh_segment, fresh.len()));
+                fresh.push(value);
+            }
+        }
+        keys.extend_from_slice(&old.keys[i..]);
+        at.extend_from_slice(&old.at[i..]);
+        keys.shrink_to_fit();
+        at.shrink_to_fit();
+        live.push(fresh.len());
+        let mut segments = old.segments.clone();
+        segments.push(fresh.into());
+        let held: usize = segments.iter().map(|s| s.len()).sum();
+        if held > 2 * keys.len() {
+            // Mostly values deleted or replaced: the live ones copied into
+            // one segment, the rest let go.
+            let values: Arc<[Bytes]> = at.iter().map(|&(s, j)| segments[s][j].clone()).collect();
+            segments = vec![values];
+            live = vec![keys.len()];
+            at = (0..keys.len()).map(|j| (0, j)).collect();
+        } else if live.contains(&0) {
+            // Segments no key refers to any more dropped, the others renumbered.
+            let mut renumber = vec![0; segments.len()];
+            let mut kept = Vec::new();
+            for (i, segment) in segments.into_iter().enumerate() {
+                if live[i] > 0 {
+                    renumber[i] = kept.len();
+                    kept.push(segment);
+                }
+            }
+            segments = kept;
+            live.retain(|&n| n > 0);
+            for a in &mut at {
+                a.0 = renumber[a.0];
+            }
+        }
+        self.run = Arc::new(Run {
+            keys,
+            at,
+            segments,
+            live,
+        });
+    }
+}
+
+/// The first position at or after `from` whose key is not below `key`
+/// (`keys` ascending): found by doubling steps from `from`, then halving,
+/// so that a change near the last one costs a few comparisons.
+fn gallop(keys: &[Key], from: usize, key: &Key) -> usize {
+    let rest = &keys[from..];
+    let mut hi = 1;
+    while hi <= rest.len() && rest[hi - 1] < *key {
+        hi *= 2;
+    }
+    let lo = hi / 2;
+    let hi = hi.min(rest.len());
+    from + lo + rest[lo..hi].partition_point(|k| k < key)
+}
+
+/// A batch's operations (no range deletion) as entries by ascending key,
+/// the last operation on a key winning.
+fn sorted_batch(ops: Vec<Op>) -> Vec<(Key, Option<Bytes>)> {
+    let mut batch: Vec<(Key, Option<Bytes>)> = ops
+        .into_iter()
+        .filter_map(|op| match op {
+            Op::Put { key, value } => Some((Key::new(key), Some(value))),
+            Op::Delete { key } => Some((Key::new(key), None)),
+            Op::DeleteRange { .. } => None,
+        })
+        .collect();
+    if batch.windows(2).all(|w| w[0].0 < w[1].0) {
+        return batch;
+    }
+    // Stable: equal keys stay in the order written.
+    batch.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out: Vec<(Key, Option<Bytes>)> = Vec::with_capacity(batch.len());
+    for entry in batch {
+        match out.last_mut() {
+            Some(last) if last.0 == entry.0 => *last = entry,
+            _ => out.push(entry),
+        }
+    }
+    out
+}
+
+/// Two ascending streams of distinct keys merged into one, `newer`'s entry
+/// taken where both hold a key.
+fn newest<K: Ord, V>(
+    older: impl Iterator<Item = (K, V)>,
+    newer: impl Iterator<Item = (K, V)>,
+) -> impl Iterator<Item = (K, V)> {
+    let mut older = older.peekable();
+    let mut newer = newer.peekable();
+    std::iter::from_fn(move || {
+        let order = match (older.peek(), newer.peek()) {
+            (None, None) => return None,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((a, _)), Some((b, _))) => a.cmp(b),
+        };
+        match order {
+            Ordering::Less => older.next(),
+            Ordering::Greater => newer.next(),
+            Ordering::Equal => {
+                older.next();
+                newer.next()
+            }
+        }
+    })
+}
+
+/// The map's entries over the run's, in one order (`first`: the ordering
+/// of a key that comes first), deletions dropped.
+struct Merge<'t, D: Iterator<Item = Item<'t>>, R: Iterator<Item = Item<'t>>> {
+    delta: Peekable<D>,
+    run: Peekable<R>,
+    first: Ordering,
+}
+
+impl<'t, D: Iterator<Item = Item<'t>>, R: Iterator<Item = Item<'t>>> Merge<'t, D, R> {
+    fn new(delta: D, run: R, first: Ordering) -> Self {
+        Merge {
+            delta: delta.peekable(),
+            run: run.peekable(),
+            first,
+        }
+    }
+}
+
+impl<'t, D: Iterator<Item = Item<'t>>, R: Iterator<Item = Item<'t>>> Iterator for Merge<'t, D, R> {
+    type Item = (&'t Key, &'t Bytes);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let from_delta = match (self.delta.peek(), self.run.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((d, _)), Some((r, _))) => {
+                    let order = d.cmp(r);
+                    if order == Ordering::Equal {
+                        // The map's write replaces the run's entry.
+                        self.run.next();
+                    }
+                    order != self.first.reverse()
+                }
+            };
+            let (key, value) = if from_delta {
+                self.delta.next()?
+            } else {
+                self.run.next()?
+            };
+            if let Some(value) = value {
+                return Some((key, value));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn put(key: &[u8], value: u8) -> Op {
+        Op::Put {
+            key: key.to_vec(),
+            value: vec![value].into(),
+        }
+    }
+
+    #[test]
+    fn a_batch_writing_a_key_twice_keeps_the_last_write() {
+        let batch = sorted_batch(vec![
+            put(b"b", 1),
+            put(b"a", 2),
+            put(b"b", 3),
+            Op::Delete { key: b"a".to_vec() },
+            put(b"c", 4),
+            Op::Delete { key: b"c".to_vec() },
+            put(b"c", 5),
+        ]);
+        let got: Vec<(Vec<u8>, Option<u8>)> = batch
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.as_ref().map(|v| v[0])))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (b"a".to_vec(), None),
+                (b"b".to_vec(), Some(3)),
+                (b"c".to_vec(), Some(5))
+            ]
+        );
+    }
+
+    /// Values deleted (or replaced) by small commits are let go when the
+    /// writes are folded into the run: at most `bulk` of them are held.
+    #[test]
+    fn deleted_values_are_let_go() {
+        let bulk = 4;
+        let mut table = Table::default();
+        let values: Vec<Bytes> = (0..200u8).map(|i| Bytes::from(vec![i])).collect();
+        let weak: Vec<std::sync::Weak<[u8]>> = values.iter().map(Arc::downgrade).collect();
+        let load = values
+            .into_iter()
+            .enumerate()
+            .map(|(i, value)| Op::Put {
+                key: (i as u32).to_be_bytes().to_vec(),
+                value,
+            })
+            .collect();
+        table.apply(load, Rebuild { bulk });
+        for i in 0..200u32 {
+            let key = i.to_be_bytes().to_vec();
+            table.apply(vec![Op::Delete { key }], Rebuild { bulk });
+        }
+        assert_eq!(table.range(&KeyRange::all(), Direction::Forward).count(), 0);
+        let held = weak.iter().filter(|w| w.upgrade().is_some()).count();
+        assert!(held <= bulk, "{held} deleted values held");
+    }
+
+    /// Keys short enough to sit inline and long ones (shared), interleaved
+    /// in order: a common prefix, then one distinguishing byte.
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        (
+            0u8..6,
+            prop_oneof![Just(1usize), Just(29), Just(30), Just(31), Just(40)],
+        )
+            .prop_map(|(b, len)| [vec![7; len - 1], vec![b]].concat())
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (key(), any::<u8>()).prop_map(|(k, v)| put(&k, v)),
+            2 => key().prop_map(|key| Op::Delete { key }),
+            1 => (key(), proptest::option::of(key())).prop_map(|(start, end)| Op::DeleteRange { start, end }),
+        ]
+    }
+
+    type Model = BTreeMap<Vec<u8>, u8>;
+
+    fn apply_model(model: &mut Model, ops: &[Op]) {
+        for op in ops {
+            match op {
+                Op::Put { key, value } => {
+                    model.insert(key.clone(), value[0]);
+                }
+                Op::Delete { key } => {
+                    model.remove(key);
+                }
+                Op::DeleteRange { start, end } => {
+                    let range = KeyRange {
+                        start: Some(start.clone()),
+                        end: end.clone(),
+                    };
+                    model.retain(|k, _| !range.contains(k));
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Whatever mix of rebuilt runs and kept writes the batches leave,
+        /// reads answer as a map that took every operation in order, and a
+        /// clone taken before a batch keeps answering as before it.
+        #[test]
+        fn reads_answer_as_a_map_of_every_write(
+            batches in proptest::collection::vec(proptest::collection::vec(op(), 0..24), 1..8),
+            bulk in 1usize..6,
+            (lo, hi, cap) in (key(), key(), 0usize..12),
+        ) {
+            let mut table = Table::default();
+            let mut model = Model::new();
+            for ops in batches {
+                let before = table.clone();
+                let frozen = model.clone();
+                apply_model(&mut model, &ops);
+                table.apply(ops, Rebuild { bulk });
+                for (t, m) in [(&table, &model), (&before, &frozen)] {
+                    let all: Vec<(Vec<u8>, u8)> = t
+                        .range(&KeyRange::all(), Direction::Forward)
+                        .map(|(k, v)| (k.to_vec(), v[0]))
+                        .collect();
+                    let want: Vec<(Vec<u8>, u8)> = m.iter().map(|(k, v)| (k.clone(), *v)).collect();
+                    prop_assert_eq!(all, want);
+                    let range = KeyRange::new(lo.clone(), hi.clone());
+                    let back: Vec<Vec<u8>> = t.range(&range, Direction::Reverse).map(|(k, _)| k.to_vec()).collect();
+                    let want: Vec<Vec<u8>> = m.keys().filter(|k| range.contains(k)).rev().cloned().collect();
+                    prop_assert_eq!(t.count(&range, cap), want.len().min(cap));
+                    prop_assert_eq!(back, want);
+                    for b in 0u8..6 {
+                        for len in [1usize, 29, 30, 31, 40] {
+                            let k = [vec![7; len - 1], vec![b]].concat();
+                            prop_assert_eq!(t.get(&k).map(|v| v[0]), m.get(&k).copied());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
