@@ -39,6 +39,15 @@ impl Default for Rebuild {
 /// per operation in it.
 const BULK_SHARE: usize = 16;
 
+/// The map is folded into the run once its deletions reach this fraction
+/// (1 / n) of the run, or [`GONE_MIN`], whichever is more: a range read
+/// steps past at most that many deletions, and a fold copies at most n run
+/// keys per deletion.
+const GONE_SHARE: usize = 16;
+
+/// See [`GONE_SHARE`].
+const GONE_MIN: usize = 64;
+
 /// A column family's entries. Cloning shares the run and the map's tree.
 #[derive(Clone, Default)]
 pub(super) struct Table {
@@ -46,6 +55,8 @@ pub(super) struct Table {
     /// Writes since the run was built: `Some` puts, `None` deletes a key of
     /// the run (a key only here is removed outright).
     delta: imbl::OrdMap<Key, Option<Bytes>>,
+    /// The deletions in `delta`, which every range read over them steps past.
+    gone: usize,
 }
 
 /// Entries in ascending key order, keys distinct. The values sit in
@@ -121,12 +132,16 @@ impl Table {
         Some(self.run.value(i))
     }
 
-    /// The entries within `range`, in `dir`'s order.
+    /// The entries within `range`, in `dir`'s order (none when it is empty
+    /// or inverted).
     pub(super) fn range<'t>(
         &'t self,
         range: &KeyRange,
         dir: Direction,
     ) -> Box<dyn Iterator<Item = (&'t Key, &'t Bytes)> + Send + 't> {
+        if range.is_empty() {
+            return Box::new(std::iter::empty());
+        }
         let span = self.run.span(range);
         let run = self.run.entries(span);
         if self.delta.is_empty() {
@@ -159,10 +174,11 @@ impl Table {
     /// A batch of at least `rebuild.bulk` operations and a sixteenth of the
     /// table (a load, an index build) is merged with the run and the map into
     /// a new run; so is the map, once a smaller batch leaves it holding half
-    /// as many entries as the run. Either merge copies the run's pointers
-    /// (its values are shared), no more often than every run-length's worth
-    /// of operations divided by 16 or 2. A batch with a range deletion goes to
-    /// the map (its keys are found in the current entries first).
+    /// as many entries as the run, or deletions of a sixteenth of the run's
+    /// keys (at least 64). A merge copies the run's keys and where their
+    /// values are (the values are shared), at most 16 per operation since the
+    /// last one, amortised. A batch with a range deletion goes to the map
+    /// (its keys are found in the current entries first).
     pub(super) fn apply(&mut self, ops: Vec<Op>, rebuild: Rebuild) {
         let bulk = ops.len() >= rebuild.bulk
             && ops.len().saturating_mul(BULK_SHARE) >= self.len()
@@ -175,7 +191,8 @@ impl Table {
             self.apply_op(op);
         }
         let run = self.run.keys.len();
-        if run > 0 && self.delta.len() >= rebuild.bulk.max(run / 2) {
+        if run > 0 && (self.delta.len() >= (run / 2).max(1) || self.gone >= (run / GONE_SHARE).max(GONE_MIN))
+        {
             self.rebuild(Vec::new());
         }
     }
@@ -183,7 +200,9 @@ impl Table {
     fn apply_op(&mut self, op: Op) {
         match op {
             Op::Put { key, value } => {
-                self.delta.insert(Key::new(key), Some(value));
+                if let Some(None) = self.delta.insert(Key::new(key), Some(value)) {
+                    self.gone -= 1;
+                }
             }
             Op::Delete { key } => self.delete(Key::new(key)),
             Op::DeleteRange { start, end } => {
@@ -209,7 +228,9 @@ impl Table {
     /// nothing there.
     fn delete(&mut self, key: Key) {
         if self.run.find(&key).is_ok() {
-            self.delta.insert(key, None);
+            if !matches!(self.delta.insert(key, None), Some(None)) {
+                self.gone += 1;
+            }
         } else {
             self.delta.remove(&key);
         }
@@ -219,6 +240,7 @@ impl Table {
     /// keys, the newest writes) applied; the map emptied.
     fn rebuild(&mut self, batch: Vec<(Key, Option<Bytes>)>) {
         let delta = std::mem::take(&mut self.delta);
+        self.gone = 0;
         let changes = newest(
             delta.iter().map(|(k, v)| (k.clone(), v.clone())),
             batch.into_iter(),
@@ -469,6 +491,33 @@ mod tests {
         assert!(held <= bulk, "{held} deleted values held");
     }
 
+    /// With the default thresholds too: a run smaller than a bulk batch,
+    /// emptied by small commits, lets its values go.
+    #[test]
+    fn a_small_run_emptied_lets_its_values_go() {
+        let mut table = Table::default();
+        let values: Vec<Bytes> = (0..1500u32)
+            .map(|i| Bytes::from(i.to_be_bytes().to_vec()))
+            .collect();
+        let weak: Vec<std::sync::Weak<[u8]>> = values.iter().map(Arc::downgrade).collect();
+        let load = values
+            .into_iter()
+            .enumerate()
+            .map(|(i, value)| Op::Put {
+                key: (i as u32).to_be_bytes().to_vec(),
+                value,
+            })
+            .collect();
+        table.apply(load, Rebuild::default());
+        for i in 0..1500u32 {
+            let key = i.to_be_bytes().to_vec();
+            table.apply(vec![Op::Delete { key }], Rebuild::default());
+        }
+        let held = weak.iter().filter(|w| w.upgrade().is_some()).count();
+        assert_eq!(held, 0, "deleted values held");
+        assert_eq!(table.gone, 0);
+    }
+
     /// Keys short enough to sit inline and long ones (shared), interleaved
     /// in order: a common prefix, then one distinguishing byte.
     fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -527,6 +576,7 @@ mod tests {
                 let frozen = model.clone();
                 apply_model(&mut model, &ops);
                 table.apply(ops, Rebuild { bulk });
+                prop_assert_eq!(table.gone, table.delta.values().filter(|v| v.is_none()).count());
                 for (t, m) in [(&table, &model), (&before, &frozen)] {
                     let all: Vec<(Vec<u8>, u8)> = t
                         .range(&KeyRange::all(), Direction::Forward)
