@@ -6,11 +6,17 @@
 //! the run in one merge, O(entries), instead of inserting its keys into the
 //! persistent map one by one, each insert copying its path through the tree.
 //! A small one goes to the map, as before: `None` there deletes an entry of
-//! the run. Reads look in the map first, then in the run, and a range merges
-//! the two. The map is folded into the run once it holds half as many
-//! entries, so that deleted and replaced values are not kept by the run for
-//! long, and a read mostly finds its keys in contiguous memory. Clones share
-//! both parts: a snapshot is two pointers.
+//! the run, and a key deleted at either end of the run narrows the run's
+//! window instead (a queue leaves no deletions to step past). Reads look in
+//! the map first, then in the run, and a range merges the two. The map is
+//! folded into the run once it (with the keys out of the window) holds half
+//! as many entries, or its deletions a sixteenth of the run (at least 64):
+//! a read mostly finds its keys in contiguous memory, and most deleted and
+//! replaced values are let go (a segment keeps its dead values while one of
+//! its keys lives, at most twice the live ones in all; a table whose run is
+//! empty is a plain persistent map). Clones share every part: a snapshot is
+//! a few pointers. A small commit is O(log n) amortised: the fold it may
+//! trigger copies the run's keys.
 
 use std::cmp::Ordering;
 use std::iter::Peekable;
@@ -57,6 +63,11 @@ pub(super) struct Table {
     delta: imbl::OrdMap<Key, Option<Bytes>>,
     /// The deletions in `delta`, which every range read over them steps past.
     gone: usize,
+    /// The positions of the run still in the table: a key deleted at either
+    /// end moves its end instead of being marked deleted, so that a queue
+    /// (deleting its oldest keys, reading its head) leaves nothing to step
+    /// past. Deletions are only ever marked within it.
+    window: Range<usize>,
 }
 
 /// Entries in ascending key order, keys distinct. The values sit in
@@ -113,7 +124,7 @@ impl Run {
 impl Table {
     /// Entries held (deletions in the map count, so this is an upper bound).
     fn len(&self) -> usize {
-        self.run.keys.len() + self.delta.len()
+        self.window.len() + self.delta.len()
     }
 
     /// The value of `key`.
@@ -129,7 +140,7 @@ impl Table {
             }
         }
         let i = self.run.find_probe(key, probe.as_ref()).ok()?;
-        Some(self.run.value(i))
+        self.window.contains(&i).then(|| self.run.value(i))
     }
 
     /// The entries within `range`, in `dir`'s order (none when it is empty
@@ -142,7 +153,7 @@ impl Table {
         if range.is_empty() {
             return Box::new(std::iter::empty());
         }
-        let span = self.run.span(range);
+        let span = self.span(range);
         let run = self.run.entries(span);
         if self.delta.is_empty() {
             let live = |(k, v): Item<'t>| v.map(|v| (k, v));
@@ -161,10 +172,17 @@ impl Table {
         }
     }
 
+    /// The positions of the run's keys within `range` still in the table.
+    fn span(&self, range: &KeyRange) -> Range<usize> {
+        let span = self.run.span(range);
+        let start = span.start.max(self.window.start);
+        start..span.end.min(self.window.end).max(start)
+    }
+
     /// How many entries lie within `range`, counting no further than `cap`.
     pub(super) fn count(&self, range: &KeyRange, cap: usize) -> usize {
         if self.delta.is_empty() {
-            return self.run.span(range).len().min(cap);
+            return self.span(range).len().min(cap);
         }
         self.range(range, Direction::Forward).take(cap).count()
     }
@@ -191,7 +209,11 @@ impl Table {
             self.apply_op(op);
         }
         let run = self.run.keys.len();
-        if run > 0 && (self.delta.len() >= (run / 2).max(1) || self.gone >= (run / GONE_SHARE).max(GONE_MIN))
+        // Keys out of the window count as deletions.
+        let trimmed = run - self.window.len();
+        if run > 0
+            && (self.delta.len() + trimmed >= (run / 2).max(1)
+                || self.gone + trimmed >= (run / GONE_SHARE).max(GONE_MIN))
         {
             self.rebuild(Vec::new());
         }
@@ -227,12 +249,46 @@ impl Table {
     /// Deletes `key`: a deletion in the map when the run holds it, else
     /// nothing there.
     fn delete(&mut self, key: Key) {
-        if self.run.find(&key).is_ok() {
-            if !matches!(self.delta.insert(key, None), Some(None)) {
-                self.gone += 1;
+        match self.run.find(&key) {
+            Ok(i) if self.window.contains(&i) && (i == self.window.start || i + 1 == self.window.end) => {
+                self.forget(&key);
+                if i == self.window.start {
+                    self.window.start += 1;
+                } else {
+                    self.window.end -= 1;
+                }
+                self.trim();
             }
-        } else {
-            self.delta.remove(&key);
+            Ok(i) if self.window.contains(&i) => {
+                if !matches!(self.delta.insert(key, None), Some(None)) {
+                    self.gone += 1;
+                }
+            }
+            // Not in the run, or out of the window already: only a put in
+            // the map may hold it.
+            _ => self.forget(&key),
+        }
+    }
+
+    /// Drops the map's entry for `key`, if any.
+    fn forget(&mut self, key: &Key) {
+        if let Some(None) = self.delta.remove(key) {
+            self.gone -= 1;
+        }
+    }
+
+    /// Moves the window's ends past keys marked deleted, dropping the marks.
+    fn trim(&mut self) {
+        let deleted = |t: &Table, i: usize| matches!(t.delta.get(&t.run.keys[i]), Some(None));
+        while !self.window.is_empty() && deleted(self, self.window.start) {
+            let key = self.run.keys[self.window.start].clone();
+            self.forget(&key);
+            self.window.start += 1;
+        }
+        while !self.window.is_empty() && deleted(self, self.window.end - 1) {
+            let key = self.run.keys[self.window.end - 1].clone();
+            self.forget(&key);
+            self.window.end -= 1;
         }
     }
 
@@ -251,18 +307,24 @@ impl Table {
         let mut at = Vec::with_capacity(old.keys.len() + delta.len());
         let mut fresh = Vec::new();
         let mut live = old.live.clone();
+        // The keys out of the window are deleted.
+        let window = self.window.clone();
+        for &(segment, _) in old.at[..window.start].iter().chain(&old.at[window.end..]) {
+            live[segment] -= 1;
+        }
+        let (old_keys, old_at) = (&old.keys[window.clone()], &old.at[window]);
         // The old run's keys between two changes are copied a stretch at a
         // time (a batch of ascending ids lands after them all, an index's
         // new entries at the end of each value's entries).
         let mut i = 0;
         for (key, value) in changes {
-            let j = gallop(&old.keys, i, &key);
-            keys.extend_from_slice(&old.keys[i..j]);
-            at.extend_from_slice(&old.at[i..j]);
+            let j = gallop(old_keys, i, &key);
+            keys.extend_from_slice(&old_keys[i..j]);
+            at.extend_from_slice(&old_at[i..j]);
             i = j;
-            if old.keys.get(i) == Some(&key) {
+            if old_keys.get(i) == Some(&key) {
                 // Replaced or deleted.
-                live[old.at[i].0] -= 1;
+                live[old_at[i].0] -= 1;
                 i += 1;
             }
             if let Some(value) = value {
@@ -271,8 +333,8 @@ impl Table {
                 fresh.push(value);
             }
         }
-        keys.extend_from_slice(&old.keys[i..]);
-        at.extend_from_slice(&old.at[i..]);
+        keys.extend_from_slice(&old_keys[i..]);
+        at.extend_from_slice(&old_at[i..]);
         keys.shrink_to_fit();
         at.shrink_to_fit();
         live.push(fresh.len());
@@ -302,6 +364,7 @@ impl Table {
                 a.0 = renumber[a.0];
             }
         }
+        self.window = 0..keys.len();
         self.run = Arc::new(Run {
             keys,
             at,
@@ -518,6 +581,48 @@ mod tests {
         assert_eq!(table.gone, 0);
     }
 
+    /// A queue: keys deleted from either end of the run leave no deletion
+    /// for a read to step past, and the ends read as the keys left.
+    #[test]
+    fn deletes_at_the_ends_move_the_window() {
+        let rebuild = Rebuild { bulk: 16 };
+        let mut table = Table::default();
+        let key = |i: u32| i.to_be_bytes().to_vec();
+        let load = (0..1000u32).map(|i| put(&key(i), 1)).collect();
+        table.apply(load, rebuild);
+        for i in 0..300u32 {
+            table.apply(vec![Op::Delete { key: key(i) }], rebuild);
+            table.apply(vec![Op::Delete { key: key(999 - i) }], rebuild);
+        }
+        assert_eq!(table.gone, 0);
+        assert!(table.delta.is_empty());
+        let first = table
+            .range(&KeyRange::all(), Direction::Forward)
+            .next()
+            .map(|(k, _)| k.to_vec());
+        let last = table
+            .range(&KeyRange::all(), Direction::Reverse)
+            .next()
+            .map(|(k, _)| k.to_vec());
+        assert_eq!((first, last), (Some(key(300)), Some(key(699))));
+        assert_eq!(table.count(&KeyRange::all(), usize::MAX), 400);
+        assert!(table.get(&key(299)).is_none() && table.get(&key(300)).is_some());
+        // A key deleted in the middle is marked; deleting up to it from the
+        // front then takes the mark away with it.
+        table.apply(vec![Op::Delete { key: key(302) }], rebuild);
+        assert_eq!(table.gone, 1);
+        table.apply(vec![Op::Delete { key: key(300) }], rebuild);
+        table.apply(vec![Op::Delete { key: key(301) }], rebuild);
+        assert_eq!((table.gone, table.delta.len()), (0, 0));
+        assert_eq!(
+            table
+                .range(&KeyRange::all(), Direction::Forward)
+                .next()
+                .map(|(k, _)| k.to_vec()),
+            Some(key(303))
+        );
+    }
+
     /// Keys short enough to sit inline and long ones (shared), interleaved
     /// in order: a common prefix, then one distinguishing byte.
     fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -577,6 +682,14 @@ mod tests {
                 apply_model(&mut model, &ops);
                 table.apply(ops, Rebuild { bulk });
                 prop_assert_eq!(table.gone, table.delta.values().filter(|v| v.is_none()).count());
+                // Deletions are marked only inside the window.
+                prop_assert!(table.window.start <= table.window.end && table.window.end <= table.run.keys.len());
+                for (k, v) in table.delta.iter() {
+                    if v.is_none() {
+                        let i = table.run.find(k);
+                        prop_assert!(i.is_ok_and(|i| table.window.contains(&i)));
+                    }
+                }
                 for (t, m) in [(&table, &model), (&before, &frozen)] {
                     let all: Vec<(Vec<u8>, u8)> = t
                         .range(&KeyRange::all(), Direction::Forward)
