@@ -13,8 +13,9 @@
 //! as many entries, or its deletions a sixteenth of the run (at least 64):
 //! a read mostly finds its keys in contiguous memory, and most deleted and
 //! replaced values are let go (a segment keeps its dead values while one of
-//! its keys lives, at most twice the live ones in all; a table whose run is
-//! empty is a plain persistent map). Clones share every part: a snapshot is
+//! its keys lives: right after a fold, at most as many as the live ones in
+//! all, and until the next one also the values the map replaced or deleted
+//! since; a table whose run is empty is a plain persistent map). Clones share every part: a snapshot is
 //! a few pointers. A small commit is O(log n) amortised: the fold it may
 //! trigger copies the run's keys.
 
@@ -246,8 +247,10 @@ impl Table {
         }
     }
 
-    /// Deletes `key`: a deletion in the map when the run holds it, else
-    /// nothing there.
+    /// Deletes `key`: at either end of the run's window, by moving that end
+    /// (and past the marks it then reaches); inside it, by a deletion mark
+    /// in the map; otherwise (not in the run, or out of the window already)
+    /// by dropping the map's entry, if any.
     fn delete(&mut self, key: Key) {
         match self.run.find(&key) {
             Ok(i) if self.window.contains(&i) && (i == self.window.start || i + 1 == self.window.end) => {
