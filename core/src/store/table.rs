@@ -531,57 +531,52 @@ mod tests {
         );
     }
 
-    /// Values deleted (or replaced) by small commits are let go when the
-    /// writes are folded into the run: at most `bulk` of them are held.
-    #[test]
-    fn deleted_values_are_let_go() {
-        let bulk = 4;
+    /// Loads `n` values in one batch, deletes every key one commit at a time
+    /// in `order`, and returns how many of the deleted values are still held.
+    fn held_after_emptying(n: u32, rebuild: Rebuild, order: impl Iterator<Item = u32>) -> usize {
         let mut table = Table::default();
-        let values: Vec<Bytes> = (0..200u8).map(|i| Bytes::from(vec![i])).collect();
+        let values: Vec<Bytes> = (0..n).map(|i| Bytes::from(i.to_be_bytes().to_vec())).collect();
         let weak: Vec<std::sync::Weak<[u8]>> = values.iter().map(Arc::downgrade).collect();
-        let load = values
-            .into_iter()
-            .enumerate()
+        let load = (0..n)
+            .zip(values)
             .map(|(i, value)| Op::Put {
-                key: (i as u32).to_be_bytes().to_vec(),
+                key: i.to_be_bytes().to_vec(),
                 value,
             })
             .collect();
-        table.apply(load, Rebuild { bulk });
-        for i in 0..200u32 {
-            let key = i.to_be_bytes().to_vec();
-            table.apply(vec![Op::Delete { key }], Rebuild { bulk });
+        table.apply(load, rebuild);
+        for i in order {
+            table.apply(
+                vec![Op::Delete {
+                    key: i.to_be_bytes().to_vec(),
+                }],
+                rebuild,
+            );
         }
         assert_eq!(table.range(&KeyRange::all(), Direction::Forward).count(), 0);
-        let held = weak.iter().filter(|w| w.upgrade().is_some()).count();
-        assert!(held <= bulk, "{held} deleted values held");
+        assert_eq!(table.gone, 0);
+        weak.iter().filter(|w| w.upgrade().is_some()).count()
     }
 
-    /// With the default thresholds too: a run smaller than a bulk batch,
-    /// emptied by small commits, lets its values go.
+    /// Values deleted by small commits are let go when the writes are
+    /// folded into the run, whether the deletions narrow the run's window
+    /// (from the front) or are marked (from the middle out), and with the
+    /// default thresholds a run smaller than a bulk batch too.
     #[test]
-    fn a_small_run_emptied_lets_its_values_go() {
-        let mut table = Table::default();
-        let values: Vec<Bytes> = (0..1500u32)
-            .map(|i| Bytes::from(i.to_be_bytes().to_vec()))
-            .collect();
-        let weak: Vec<std::sync::Weak<[u8]>> = values.iter().map(Arc::downgrade).collect();
-        let load = values
-            .into_iter()
-            .enumerate()
-            .map(|(i, value)| Op::Put {
-                key: (i as u32).to_be_bytes().to_vec(),
-                value,
+    fn deleted_values_are_let_go() {
+        let middle_out = |n: u32| {
+            (0..n).map(move |i| {
+                if i % 2 == 0 {
+                    n / 2 + i / 2
+                } else {
+                    n / 2 - 1 - i / 2
+                }
             })
-            .collect();
-        table.apply(load, Rebuild::default());
-        for i in 0..1500u32 {
-            let key = i.to_be_bytes().to_vec();
-            table.apply(vec![Op::Delete { key }], Rebuild::default());
-        }
-        let held = weak.iter().filter(|w| w.upgrade().is_some()).count();
-        assert_eq!(held, 0, "deleted values held");
-        assert_eq!(table.gone, 0);
+        };
+        assert_eq!(held_after_emptying(200, Rebuild { bulk: 4 }, 0..200), 0);
+        assert_eq!(held_after_emptying(200, Rebuild { bulk: 4 }, middle_out(200)), 0);
+        assert_eq!(held_after_emptying(1500, Rebuild::default(), 0..1500), 0);
+        assert_eq!(held_after_emptying(1500, Rebuild::default(), middle_out(1500)), 0);
     }
 
     /// A queue: keys deleted from either end of the run leave no deletion
