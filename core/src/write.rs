@@ -574,26 +574,25 @@ impl<'db> WriteTxn<'db> {
         // (the row's tags) leaves its row as it is: no second copy of the
         // vector in the cache until a compaction, none rewritten on disk.
         let same_entries = old.is_some_and(|o| o.index_keys == p.index_keys);
-        let stored = |field: &str, v: &[f32]| {
-            old.is_some_and(|o| {
-                o.vectors
-                    .iter()
-                    .any(|(f, w)| f == field && crate::vectors::same_bits(w, v))
-            })
-        };
-        let kept = |field: &str, v: &[f32]| same_entries && stored(field, v);
         for vf in &config.vectors {
             let vk = keys::vector_key(&p.part, &vf.field, &p.id_enc);
             match (p.vectors.iter().find(|(f, _)| *f == vf.field), &tags) {
-                (Some((_, v)), Some(_)) if kept(&vf.field, v) => {}
                 (Some((_, v)), Some(tags)) => {
+                    let stored = old.is_some_and(|o| {
+                        o.vectors
+                            .iter()
+                            .any(|(f, w)| *f == vf.field && crate::vectors::same_bits(w, v))
+                    });
+                    if stored && same_entries {
+                        continue;
+                    }
                     puts.push((vk, f32s_to_le(v).into()));
                     self.vector_ops.push((
                         config.name.clone(),
                         vf.field.clone(),
                         // A stored vector (not checked again when prepared)
                         // moves to its new row as a load would take it.
-                        if stored(&vf.field, v) {
+                        if stored {
                             VectorOp::UpsertStored(dk.clone(), v.clone(), tags.clone())
                         } else {
                             VectorOp::Upsert(dk.clone(), v.clone(), tags.clone())
