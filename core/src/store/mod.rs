@@ -26,6 +26,8 @@ use std::fmt::Debug;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
+use rayon::slice::ParallelSliceMut;
+
 pub use gate::{WriteGuard, WriterGate};
 pub use memory::MemoryStore;
 pub use overlay::WriteTxn;
@@ -70,6 +72,25 @@ pub(crate) fn count_visited(visit: impl FnOnce(&mut Visitor<'_>) -> Result<()>, 
         })?;
     }
     Ok(n)
+}
+
+/// `entries` by ascending key, of entries with one key the last kept (as
+/// given when already strictly ascending): a batch of writes in order, a
+/// later write to a key winning.
+pub(crate) fn last_of_each<K: Ord + Send, V: Send>(mut entries: Vec<(K, V)>) -> Vec<(K, V)> {
+    if entries.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+        return entries;
+    }
+    // Stable: entries with one key stay in the order given.
+    entries.par_sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out: Vec<(K, V)> = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match out.last_mut() {
+            Some(last) if last.0 == entry.0 => *last = entry,
+            _ => out.push(entry),
+        }
+    }
+    out
 }
 
 /// A consistent, read-only view of a store at one commit version.

@@ -11,11 +11,9 @@ use std::collections::BTreeMap;
 use std::iter::Peekable;
 use std::sync::Arc;
 
-use rayon::slice::ParallelSliceMut;
-
 use super::{
-    count_visited, visit_entries, Batch, Bytes, Direction, Entry, EntryIter, KeyRange, Op, Snapshot, Store,
-    Visitor,
+    count_visited, last_of_each, visit_entries, Batch, Bytes, Direction, Entry, EntryIter, KeyRange, Op,
+    Snapshot, Store, Visitor,
 };
 use crate::{Error, Result};
 
@@ -461,22 +459,10 @@ fn merge_run(writes: &mut BTreeMap<Vec<u8>, Option<Bytes>>, entries: Vec<(Vec<u8
         }
         return;
     }
-    let mut entries: Vec<(Vec<u8>, Option<Bytes>)> = entries.into_iter().map(|(k, v)| (k, Some(v))).collect();
-    // Skipped when the caller has put them in order already (then no
-    // key repeats). Stable, so of entries with one key the last stays
-    // last, and only it is kept.
-    if !entries.windows(2).all(|pair| pair[0].0 < pair[1].0) {
-        entries.par_sort_by(|a, b| a.0.cmp(&b.0));
-        let mut last_of_each: Vec<(Vec<u8>, Option<Bytes>)> = Vec::with_capacity(entries.len());
-        for entry in entries {
-            match last_of_each.last_mut() {
-                Some(last) if last.0 == entry.0 => *last = entry,
-                _ => last_of_each.push(entry),
-            }
-        }
-        entries = last_of_each;
-    }
-    let mut run: BTreeMap<Vec<u8>, Option<Bytes>> = entries.into_iter().collect();
+    let mut run: BTreeMap<Vec<u8>, Option<Bytes>> = last_of_each(entries)
+        .into_iter()
+        .map(|(k, v)| (k, Some(v)))
+        .collect();
     if writes.is_empty() {
         *writes = run;
     } else {

@@ -20,12 +20,11 @@
 //! trigger copies the run's keys.
 
 use std::cmp::Ordering;
-use std::iter::Peekable;
 use std::ops::Range;
 use std::sync::Arc;
 
 use super::memory::Key;
-use super::{Bytes, Direction, KeyRange, Op};
+use super::{last_of_each, Bytes, Direction, KeyRange, Op};
 
 /// When batches and the map are folded into the run (see [`Table::apply`]).
 #[derive(Debug, Clone, Copy)]
@@ -163,13 +162,17 @@ impl Table {
                 Direction::Reverse => Box::new(run.rev().filter_map(live)),
             };
         }
+        // The map's write replaces the run's entry; deletions dropped.
         let delta = self
             .delta
             .range::<_, [u8]>(range.bounds())
             .map(|(k, v)| (k, v.as_ref()));
+        let live = |(k, v): Item<'t>| v.map(|v| (k, v));
         match dir {
-            Direction::Forward => Box::new(Merge::new(delta, run, Ordering::Less)),
-            Direction::Reverse => Box::new(Merge::new(delta.rev(), run.rev(), Ordering::Greater)),
+            Direction::Forward => Box::new(newest(run, delta, Ordering::Less).filter_map(live)),
+            Direction::Reverse => {
+                Box::new(newest(run.rev(), delta.rev(), Ordering::Greater).filter_map(live))
+            }
         }
     }
 
@@ -253,17 +256,16 @@ impl Table {
     /// by dropping the map's entry, if any.
     fn delete(&mut self, key: Key) {
         match self.run.find(&key) {
-            Ok(i) if self.window.contains(&i) && (i == self.window.start || i + 1 == self.window.end) => {
-                self.forget(&key);
-                if i == self.window.start {
-                    self.window.start += 1;
-                } else {
-                    self.window.end -= 1;
-                }
-                self.trim();
-            }
             Ok(i) if self.window.contains(&i) => {
-                if !matches!(self.delta.insert(key, None), Some(None)) {
+                if i == self.window.start || i + 1 == self.window.end {
+                    self.forget(&key);
+                    if i == self.window.start {
+                        self.window.start += 1;
+                    } else {
+                        self.window.end -= 1;
+                    }
+                    self.trim();
+                } else if !matches!(self.delta.insert(key, None), Some(None)) {
                     self.gone += 1;
                 }
             }
@@ -303,6 +305,7 @@ impl Table {
         let changes = newest(
             delta.iter().map(|(k, v)| (k.clone(), v.clone())),
             batch.into_iter(),
+            Ordering::Less,
         );
         let old = &*self.run;
         let fresh_segment = old.segments.len();
@@ -394,34 +397,24 @@ fn gallop(keys: &[Key], from: usize, key: &Key) -> usize {
 /// A batch's operations (no range deletion) as entries by ascending key,
 /// the last operation on a key winning.
 fn sorted_batch(ops: Vec<Op>) -> Vec<(Key, Option<Bytes>)> {
-    let mut batch: Vec<(Key, Option<Bytes>)> = ops
-        .into_iter()
-        .filter_map(|op| match op {
-            Op::Put { key, value } => Some((Key::new(key), Some(value))),
-            Op::Delete { key } => Some((Key::new(key), None)),
-            Op::DeleteRange { .. } => None,
-        })
-        .collect();
-    if batch.windows(2).all(|w| w[0].0 < w[1].0) {
-        return batch;
-    }
-    // Stable: equal keys stay in the order written.
-    batch.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut out: Vec<(Key, Option<Bytes>)> = Vec::with_capacity(batch.len());
-    for entry in batch {
-        match out.last_mut() {
-            Some(last) if last.0 == entry.0 => *last = entry,
-            _ => out.push(entry),
-        }
-    }
-    out
+    last_of_each(
+        ops.into_iter()
+            .filter_map(|op| match op {
+                Op::Put { key, value } => Some((Key::new(key), Some(value))),
+                Op::Delete { key } => Some((Key::new(key), None)),
+                Op::DeleteRange { .. } => None,
+            })
+            .collect(),
+    )
 }
 
-/// Two ascending streams of distinct keys merged into one, `newer`'s entry
-/// taken where both hold a key.
+/// Two streams of distinct keys in one order (`first`: how a key compares
+/// to one after it, `Less` ascending) merged into one, `newer`'s entry taken
+/// where both hold a key.
 fn newest<K: Ord, V>(
     older: impl Iterator<Item = (K, V)>,
     newer: impl Iterator<Item = (K, V)>,
+    first: Ordering,
 ) -> impl Iterator<Item = (K, V)> {
     let mut older = older.peekable();
     let mut newer = newer.peekable();
@@ -430,7 +423,8 @@ fn newest<K: Ord, V>(
             (None, None) => return None,
             (Some(_), None) => Ordering::Less,
             (None, Some(_)) => Ordering::Greater,
-            (Some((a, _)), Some((b, _))) => a.cmp(b),
+            (Some((a, _)), Some((b, _))) if first == Ordering::Less => a.cmp(b),
+            (Some((a, _)), Some((b, _))) => b.cmp(a),
         };
         match order {
             Ordering::Less => older.next(),
@@ -441,54 +435,6 @@ fn newest<K: Ord, V>(
             }
         }
     })
-}
-
-/// The map's entries over the run's, in one order (`first`: the ordering
-/// of a key that comes first), deletions dropped.
-struct Merge<'t, D: Iterator<Item = Item<'t>>, R: Iterator<Item = Item<'t>>> {
-    delta: Peekable<D>,
-    run: Peekable<R>,
-    first: Ordering,
-}
-
-impl<'t, D: Iterator<Item = Item<'t>>, R: Iterator<Item = Item<'t>>> Merge<'t, D, R> {
-    fn new(delta: D, run: R, first: Ordering) -> Self {
-        Merge {
-            delta: delta.peekable(),
-            run: run.peekable(),
-            first,
-        }
-    }
-}
-
-impl<'t, D: Iterator<Item = Item<'t>>, R: Iterator<Item = Item<'t>>> Iterator for Merge<'t, D, R> {
-    type Item = (&'t Key, &'t Bytes);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let from_delta = match (self.delta.peek(), self.run.peek()) {
-                (None, None) => return None,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (Some((d, _)), Some((r, _))) => {
-                    let order = d.cmp(r);
-                    if order == Ordering::Equal {
-                        // The map's write replaces the run's entry.
-                        self.run.next();
-                    }
-                    order != self.first.reverse()
-                }
-            };
-            let (key, value) = if from_delta {
-                self.delta.next()?
-            } else {
-                self.run.next()?
-            };
-            if let Some(value) = value {
-                return Some((key, value));
-            }
-        }
-    }
 }
 
 #[cfg(test)]
