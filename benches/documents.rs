@@ -21,7 +21,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use rusqlite::{params, Connection};
 use slate::bson::{doc, Bson, DateTime, Document};
 use slate::{Collection, CollectionConfig, Db};
@@ -714,4 +714,12 @@ fn bench_documents(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_documents);
-criterion_main!(benches);
+fn main() {
+    // SAFETY: first in main, before any other thread exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        slate::allocator::tune_mimalloc()
+    };
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -16,7 +16,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use slate::bson::{doc, Bson, DateTime, Document};
 use slate::server::protocol::Bin;
 use slate::{Client, Collection, CollectionConfig, Db, RemoteCollection, Server, ServerConfig};
@@ -282,4 +282,12 @@ fn bench_wire(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_wire, bench_server);
-criterion_main!(benches);
+fn main() {
+    // SAFETY: first in main, before any other thread exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        slate::allocator::tune_mimalloc()
+    };
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -10,7 +10,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use slate::core::{begin_write, Direction, MemoryStore, RocksStore, Store};
 
 const VALUE_BYTES: usize = 10 * 1024;
@@ -107,4 +107,12 @@ fn bench_store(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_store);
-criterion_main!(benches);
+fn main() {
+    // SAFETY: first in main, before any other thread exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        slate::allocator::tune_mimalloc()
+    };
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

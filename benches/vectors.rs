@@ -240,6 +240,11 @@ fn report(before: [f64; 2], after: [f64; 2]) {
 }
 
 fn main() {
+    // SAFETY: first in main, before any other thread exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        slate::allocator::tune_mimalloc()
+    };
     let mut c = Criterion::default().configure_from_args();
     let listing = std::env::args().any(|a| a == "--list" || a == "--test");
     let before = if listing { [0.0; 2] } else { measure_bandwidth() };

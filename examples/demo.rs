@@ -31,6 +31,11 @@ impl Rng {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // SAFETY: first in main, before any other thread exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        slate::allocator::tune_mimalloc()
+    };
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(100_000);
     let dim: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(384);

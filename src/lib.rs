@@ -26,6 +26,7 @@
 //! (SIMD distances, the vector cache) and [`query`] (filters, planning).
 #![deny(unsafe_code)]
 
+pub mod allocator;
 mod client;
 mod collection;
 mod db;

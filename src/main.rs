@@ -9,5 +9,10 @@ mod cli;
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    // SAFETY: first in main, before any other thread exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        slate::allocator::tune_mimalloc()
+    };
     std::process::exit(cli::run());
 }

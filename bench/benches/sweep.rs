@@ -19,7 +19,7 @@
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use bson::{doc, Bson};
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use slate_bench::sweep::{self, SweepConfig, SweepData, SELECTIVITIES, STRATEGIES};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -217,4 +217,12 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+fn main() {
+    // SAFETY: first in main, before any other thread exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        slate::allocator::tune_mimalloc()
+    };
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -265,6 +265,11 @@ fn write(report: &Report, out: &std::path::Path) -> Res<Vec<String>> {
 }
 
 fn main() {
+    // SAFETY: first in main, before any other thread exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        slate::allocator::tune_mimalloc()
+    };
     let args = Args::parse();
     if let Some(Section::Tcp) = args.only {
         match run_tcp_only(&args) {
