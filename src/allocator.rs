@@ -2,22 +2,39 @@
 
 use std::ffi::c_long;
 
+use libmimalloc_sys::mi_option_t;
+
 /// How long mimalloc keeps freed memory before returning it to the OS, in
-/// milliseconds, once [`tune_mimalloc`] has run.
+/// milliseconds, once [`tune_mimalloc`] has run (mimalloc's default: 1,000).
 pub const PURGE_DELAY_MS: i64 = 10_000;
 
-/// `mi_option_purge_delay` in mimalloc.h's `mi_option_t` (the Rust bindings
-/// name no constant for it).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+/// Positions in mimalloc.h's `mi_option_t` (mimalloc v3, the `mimalloc`
+/// crate's default; the Rust bindings name no constants for these).
+const MI_OPTION_PURGE_DELAY: mi_option_t = 15;
+const MI_OPTION_PAGE_RECLAIM_ON_FREE: mi_option_t = 35;
 
-/// Keeps memory mimalloc has freed for [`PURGE_DELAY_MS`] (its default is one
-/// second) before handing it back to the OS, unless `MIMALLOC_PURGE_DELAY`
-/// is set in the environment, which then wins.
+/// What [`tune_mimalloc`] sets: each option, its value, and the environment
+/// variable that, when set, wins over it.
+const SETTINGS: [(mi_option_t, i64, &str); 2] = [
+    (MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS, "MIMALLOC_PURGE_DELAY"),
+    (MI_OPTION_PAGE_RECLAIM_ON_FREE, 1, "MIMALLOC_PAGE_RECLAIM_ON_FREE"),
+];
+
+/// Tunes mimalloc for how Slate's results are made and dropped. Each setting
+/// yields to its `MIMALLOC_*` environment variable when that is set.
 ///
-/// A query that materialises 100,000 documents frees them all at its end;
-/// with the default delay, the next query's allocations often land on pages
-/// the OS has zeroed again, and the page faults cost 5–20% of a scan or a
-/// bulk insert here (BENCHMARKS.md). Affects only a program whose global
+/// - **Purge delay 10 s** (`MIMALLOC_PURGE_DELAY`; default one second). A
+///   find that materialises 100,000 documents frees them all when its
+///   results drop; with the default, the next find's allocations often land
+///   on pages the OS has to fault in and zero again.
+/// - **Reclaim on free** (`MIMALLOC_PAGE_RECLAIM_ON_FREE=1`; default 0). A
+///   large find builds its documents on the rayon pool and the caller frees
+///   them on its own thread. By default each of those frees is a cross-thread
+///   free; with this, the freeing thread takes over the pages the pool's
+///   threads have let go (mimalloc abandons full pages) and frees into them
+///   as its own.
+///
+/// BENCHMARKS.md has the measurements. Affects only a program whose global
 /// allocator is mimalloc.
 ///
 /// # Safety
@@ -26,34 +43,46 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// before any other thread exists (no thread pool, no open `Db`).
 #[allow(unsafe_code)]
 pub unsafe fn tune_mimalloc() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
-        return;
+    for (option, value, var) in SETTINGS {
+        if std::env::var_os(var).is_none() {
+            // SAFETY: the caller runs this before any other thread exists,
+            // so no allocation reads the option while it is written.
+            unsafe { libmimalloc_sys::mi_option_set(option, value as c_long) }
+        }
     }
-    // SAFETY: the caller runs this before any other thread exists, so no
-    // allocation reads the option while it is written.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS as c_long) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The option index is mimalloc's purge delay: its default reads back
-    /// before the call (the test binary's allocator is the system one, but
-    /// the library is linked and its options are live), the new value after.
+    #[allow(unsafe_code)]
+    fn get(option: mi_option_t) -> c_long {
+        // SAFETY: a read of mimalloc's option table, initialised at load.
+        unsafe { libmimalloc_sys::mi_option_get(option) }
+    }
+
+    /// The positions are the options meant: mimalloc v3's defaults read back
+    /// at them and beside them before the call, the new values after. (The
+    /// test binary's allocator is the system one, but mimalloc is linked and
+    /// its options are live.)
     #[test]
     #[allow(unsafe_code)]
-    fn sets_the_purge_delay() {
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+    fn sets_the_options_it_names() {
+        if SETTINGS.iter().any(|(_, _, var)| std::env::var_os(var).is_some()) {
             return;
         }
-        // SAFETY: reads of an initialised option table.
-        let before = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
-        assert_eq!(before, 1000, "mimalloc v3's default purge delay");
-        // SAFETY: the test touches no other mimalloc state; the libtest
-        // threads allocate through the system allocator, not mimalloc.
+        // The default purge delay, and `use_numa_nodes` (0) after it.
+        assert_eq!(get(MI_OPTION_PURGE_DELAY), 1000);
+        assert_eq!(get(MI_OPTION_PURGE_DELAY + 1), 0);
+        // `generic_collect` (10,000) before reclaim on free (0), and
+        // `page_full_retain` (2) after it.
+        assert_eq!(get(MI_OPTION_PAGE_RECLAIM_ON_FREE - 1), 10_000);
+        assert_eq!(get(MI_OPTION_PAGE_RECLAIM_ON_FREE), 0);
+        assert_eq!(get(MI_OPTION_PAGE_RECLAIM_ON_FREE + 1), 2);
+        // SAFETY: nothing else in this test binary uses mimalloc.
         unsafe { tune_mimalloc() };
-        let after = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
-        assert_eq!(after as i64, PURGE_DELAY_MS);
+        assert_eq!(get(MI_OPTION_PURGE_DELAY), PURGE_DELAY_MS as c_long);
+        assert_eq!(get(MI_OPTION_PAGE_RECLAIM_ON_FREE), 1);
     }
 }
