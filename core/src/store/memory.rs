@@ -295,9 +295,10 @@ impl Snapshot for MemorySnapshot {
     /// One table lookup for all the keys.
     fn multi_get(&self, cf: &str, keys: &[&[u8]]) -> Result<Vec<Option<Cow<'_, [u8]>>>> {
         let table = self.table(cf)?;
-        Ok(keys
-            .iter()
-            .map(|k| table.get(k).map(|v| Cow::Borrowed(&**v)))
+        Ok(table
+            .get_many(keys)
+            .into_iter()
+            .map(|v| v.map(|v| Cow::Borrowed(&**v)))
             .collect())
     }
 
