@@ -13,15 +13,19 @@ pub const PURGE_DELAY_MS: i64 = 10_000;
 const MI_OPTION_PURGE_DELAY: mi_option_t = 15;
 const MI_OPTION_PAGE_RECLAIM_ON_FREE: mi_option_t = 35;
 
-/// What [`tune_mimalloc`] sets: each option, its value, and the environment
-/// variable that, when set, wins over it.
-const SETTINGS: [(mi_option_t, i64, &str); 2] = [
-    (MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS, "MIMALLOC_PURGE_DELAY"),
-    (MI_OPTION_PAGE_RECLAIM_ON_FREE, 1, "MIMALLOC_PAGE_RECLAIM_ON_FREE"),
+/// What [`tune_mimalloc`] sets: each option and its value.
+const SETTINGS: [(mi_option_t, i64); 2] = [
+    (MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS),
+    (MI_OPTION_PAGE_RECLAIM_ON_FREE, 1),
 ];
 
+/// The major version the positions above belong to.
+const MIMALLOC_MAJOR: i32 = 3;
+
 /// Tunes mimalloc for how Slate's results are made and dropped. Each setting
-/// yields to its `MIMALLOC_*` environment variable when that is set.
+/// yields to its `MIMALLOC_*` environment variable when that is set (under
+/// any name and case mimalloc reads), and nothing is set on a mimalloc other
+/// than v3 (the `v2` feature), whose options sit at other positions.
 ///
 /// - **Purge delay 10 s** (`MIMALLOC_PURGE_DELAY`; default one second). A
 ///   find that materialises 100,000 documents frees them all when its
@@ -43,12 +47,15 @@ const SETTINGS: [(mi_option_t, i64, &str); 2] = [
 /// before any other thread exists (no thread pool, no open `Db`).
 #[allow(unsafe_code)]
 pub unsafe fn tune_mimalloc() {
-    for (option, value, var) in SETTINGS {
-        if std::env::var_os(var).is_none() {
-            // SAFETY: the caller runs this before any other thread exists,
-            // so no allocation reads the option while it is written.
-            unsafe { libmimalloc_sys::mi_option_set(option, value as c_long) }
-        }
+    // SAFETY: reads a constant.
+    if unsafe { libmimalloc_sys::mi_version() } / 10_000 != MIMALLOC_MAJOR {
+        return;
+    }
+    for (option, value) in SETTINGS {
+        // SAFETY: the caller runs this before any other thread exists, so no
+        // allocation reads the option while it is written. `set_default`
+        // leaves an option its environment variable set alone.
+        unsafe { libmimalloc_sys::mi_option_set_default(option, value as c_long) }
     }
 }
 
@@ -69,9 +76,13 @@ mod tests {
     #[test]
     #[allow(unsafe_code)]
     fn sets_the_options_it_names() {
-        if SETTINGS.iter().any(|(_, _, var)| std::env::var_os(var).is_some()) {
+        // Any mimalloc variable in the environment may move what is read.
+        if std::env::vars_os().any(|(k, _)| k.to_string_lossy().to_ascii_uppercase().starts_with("MIMALLOC_"))
+        {
             return;
         }
+        // SAFETY: reads a constant.
+        assert_eq!(unsafe { libmimalloc_sys::mi_version() } / 10_000, MIMALLOC_MAJOR);
         // The default purge delay, and `use_numa_nodes` (0) after it.
         assert_eq!(get(MI_OPTION_PURGE_DELAY), 1000);
         assert_eq!(get(MI_OPTION_PURGE_DELAY + 1), 0);
