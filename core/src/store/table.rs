@@ -82,12 +82,72 @@ struct Run {
     segments: Vec<Arc<[Bytes]>>,
     /// How many keys refer to each segment.
     live: Vec<usize>,
+    /// How many leading bytes every key of the run shares.
+    skip: usize,
+    /// Every [`HEAD_STEP`]th key's [`head`] past those `skip` bytes: a
+    /// lookup searches these (2 bytes a key, cache-resident) before the few
+    /// keys between two of them, instead of binary-searching the whole run,
+    /// which misses the cache at most of its steps.
+    heads: Vec<u128>,
+}
+
+/// Keys of a run per entry of its `heads`.
+const HEAD_STEP: usize = 8;
+
+/// The 16 bytes of `key` from `skip` on, zero-padded, read big-endian. For
+/// keys sharing their first `skip` bytes, a smaller head means a smaller key
+/// (where the padded bytes first differ, either both keys have a byte there
+/// or the one that ended is a prefix of the other); equal heads decide nothing.
+fn head(key: &[u8], skip: usize) -> u128 {
+    let mut bytes = [0; 16];
+    let rest = key.get(skip..).unwrap_or_default();
+    let n = rest.len().min(16);
+    bytes[..n].copy_from_slice(&rest[..n]);
+    u128::from_be_bytes(bytes)
 }
 
 /// An entry as the two parts yield them: the map's may be a deletion.
 type Item<'t> = (&'t Key, Option<&'t Bytes>);
 
 impl Run {
+    fn new(keys: Vec<Key>, at: Vec<(usize, usize)>, segments: Vec<Arc<[Bytes]>>, live: Vec<usize>) -> Self {
+        let skip = match (keys.first(), keys.last()) {
+            (Some(first), Some(last)) => first.iter().zip(last.iter()).take_while(|(a, b)| a == b).count(),
+            _ => 0,
+        };
+        let heads = keys.iter().step_by(HEAD_STEP).map(|k| head(k, skip)).collect();
+        Run {
+            keys,
+            at,
+            segments,
+            live,
+            skip,
+            heads,
+        }
+    }
+
+    /// The positions between which `key` is or would go, narrowed by the
+    /// heads: past every key whose head is below `key`'s, before the first
+    /// whose head is above it.
+    fn narrow(&self, key: &[u8]) -> Range<usize> {
+        let n = self.keys.len();
+        let Some(first) = self.keys.first() else {
+            return 0..0;
+        };
+        // Without the run's shared bytes, `key` sorts before or after all of it.
+        if !key.starts_with(&first[..self.skip]) {
+            return if key < &**first { 0..0 } else { n..n };
+        }
+        let h = head(key, self.skip);
+        let below = self.heads.partition_point(|&x| x < h);
+        let not_above = match self.heads.get(below) {
+            Some(&x) if x == h => self.heads.partition_point(|&x| x <= h),
+            _ => below,
+        };
+        let lo = below.checked_sub(1).map_or(0, |j| j * HEAD_STEP + 1);
+        lo..(not_above * HEAD_STEP).min(n)
+    }
+
     /// Where `key` is (`Ok`) or would go (`Err`); a short key compared
     /// inline, as the map compares it.
     fn find(&self, key: &[u8]) -> Result<usize, usize> {
@@ -96,10 +156,13 @@ impl Run {
 
     /// [`Run::find`] with `key` held inline already (if short enough).
     fn find_probe(&self, key: &[u8], probe: Option<&Key>) -> Result<usize, usize> {
-        match probe {
-            Some(probe) => self.keys.binary_search(probe),
-            None => self.keys.binary_search_by(|k| (**k).cmp(key)),
-        }
+        let span = self.narrow(key);
+        let keys = &self.keys[span.clone()];
+        let found = match probe {
+            Some(probe) => keys.binary_search(probe),
+            None => keys.binary_search_by(|k| (**k).cmp(key)),
+        };
+        found.map(|i| span.start + i).map_err(|i| span.start + i)
     }
 
     fn value(&self, i: usize) -> &Bytes {
@@ -409,12 +472,7 @@ impl Table {
             }
         }
         self.window = 0..keys.len();
-        self.run = Arc::new(Run {
-            keys,
-            at,
-            segments,
-            live,
-        });
+        self.run = Arc::new(Run::new(keys, at, segments, live));
     }
 }
 
@@ -610,6 +668,50 @@ mod tests {
                 .map(|(k, _)| k.to_vec()),
             Some(key(303))
         );
+    }
+
+    /// A run's lookups narrowed by its heads find what a binary search of
+    /// all its keys finds: keys present and absent, before and after the
+    /// run, without its shared bytes, sharing a head (equal past 16 bytes)
+    /// or a prefix of one another.
+    #[test]
+    fn heads_narrow_lookups_as_a_binary_search_would() {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for i in (0u32..3000).step_by(3) {
+            keys.push([b"d:".as_slice(), &i.to_be_bytes()].concat());
+        }
+        for i in 0u8..40 {
+            // Equal heads: 16 shared bytes past `d:`, then a difference.
+            keys.push([b"d:".as_slice(), &[0xF0; 16], &[i]].concat());
+            keys.push([b"d:".as_slice(), &[0xF0; 16], &[i, 1]].concat());
+        }
+        keys.push(b"d:".to_vec());
+        keys.sort();
+        keys.dedup();
+        let run = Run::new(
+            keys.iter().cloned().map(Key::new).collect(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
+        assert_eq!(run.skip, 2);
+        let mut asked = keys.clone();
+        for i in 0u32..3100 {
+            asked.push([b"d:".as_slice(), &i.to_be_bytes()].concat());
+        }
+        asked.extend([
+            b"c".to_vec(),
+            b"d".to_vec(),
+            b"e:".to_vec(),
+            [b"d:".as_slice(), &[0xF0; 16]].concat(),
+            [b"d:".as_slice(), &[0xF0; 16], &[0]].concat(),
+            [b"d:".as_slice(), &[0xF0; 16], &[40]].concat(),
+            [b"d:".as_slice(), &[0xFF; 20]].concat(),
+        ]);
+        for key in &asked {
+            let want = keys.binary_search(key);
+            assert_eq!(run.find(key), want, "key {key:?}");
+        }
     }
 
     /// Keys short enough to sit inline and long ones (shared), interleaved
