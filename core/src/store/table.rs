@@ -195,17 +195,24 @@ impl Table {
         self.window.len() + self.delta.len()
     }
 
+    /// What the map holds for `key` (`probe`: `key` inline, if short enough):
+    /// `None` when the run decides, `Some(None)` for a deletion.
+    fn in_delta(&self, key: &[u8], probe: Option<&Key>) -> Option<Option<&Bytes>> {
+        if self.delta.is_empty() {
+            return None;
+        }
+        let found = match probe {
+            Some(probe) => self.delta.get(probe),
+            None => self.delta.get(key),
+        };
+        found.map(Option::as_ref)
+    }
+
     /// The value of `key`.
     pub(super) fn get(&self, key: &[u8]) -> Option<&Bytes> {
         let probe = Key::inline(key);
-        if !self.delta.is_empty() {
-            let found = match &probe {
-                Some(probe) => self.delta.get(probe),
-                None => self.delta.get(key),
-            };
-            if let Some(value) = found {
-                return value.as_ref();
-            }
+        if let Some(value) = self.in_delta(key, probe.as_ref()) {
+            return value;
         }
         let i = self.run.find_probe(key, probe.as_ref()).ok()?;
         self.window.contains(&i).then(|| self.run.value(i))
@@ -226,14 +233,8 @@ impl Table {
         keys.iter()
             .map(|&key| {
                 let probe = Key::inline(key);
-                if !self.delta.is_empty() {
-                    let found = match &probe {
-                        Some(probe) => self.delta.get(probe),
-                        None => self.delta.get(key),
-                    };
-                    if let Some(value) = found {
-                        return value.as_ref();
-                    }
+                if let Some(value) = self.in_delta(key, probe.as_ref()) {
+                    return value;
                 }
                 let i = match from.filter(|_| ascending) {
                     Some(from) => match &probe {
