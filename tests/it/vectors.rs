@@ -514,6 +514,24 @@ fn bad_vectors_and_queries_are_refused_and_change_nothing() {
         1,
         "nothing of a refused batch was written"
     );
+    // A stored zero vector replaced by numbers that are zero only in f32:
+    // refused like an insert, though the bits equal the stored vector's.
+    coll.insert_one(doc! { "_id": 6, "e": [0.0, 0.0, 0.0] })
+        .expect("a zero vector");
+    let err = coll
+        .replace_one(
+            doc! { "_id": 6 },
+            doc! { "_id": 6, "e": [1e-50, 0.0, 0.0], "t": 1 },
+            false,
+        )
+        .expect_err("refused");
+    assert!(err.to_string().contains("too small"), "{err}");
+    let kept = coll.get(6).expect("get").expect("still there");
+    assert!(
+        kept.get("t").is_none(),
+        "the refused replacement changed nothing: {kept}"
+    );
+    coll.delete_one(doc! { "_id": 6 }).expect("delete");
     assert!(
         coll.search("e", &[1.0, 0.0]).run().is_err(),
         "a query of the wrong dimension"
