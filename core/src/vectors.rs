@@ -316,14 +316,14 @@ pub(crate) fn extract_vector(
     let Some(v) = bson_to_vector(&value)? else {
         return Ok(None);
     };
+    if !stored.is_some_and(|s| same_bits(s, &v)) {
+        slate_vector::check_vector_for(&v, vf.dim, vf.metric).map_err(|e| e.to_string())?;
+    }
     // Under cosine a zero vector is stored as such (at distance 1 from
     // everything); numbers too small for f32 must not become one, even where
     // a zero vector is stored already (the same bits as the one kept).
     if vf.metric == Metric::Cosine && v.iter().all(|&x| x == 0.0) && has_nonzero_number(&value) {
         return Err("its numbers are too small for f32: it would be stored as a zero vector".into());
-    }
-    if !stored.is_some_and(|s| same_bits(s, &v)) {
-        slate_vector::check_vector_for(&v, vf.dim, vf.metric).map_err(|e| e.to_string())?;
     }
     Ok(Some(v))
 }
