@@ -282,12 +282,4 @@ fn bench_wire(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_wire, bench_server);
-fn main() {
-    // SAFETY: first in main, before any other thread exists.
-    #[allow(unsafe_code)]
-    unsafe {
-        slate::allocator::tune_mimalloc()
-    };
-    benches();
-    Criterion::default().configure_from_args().final_summary();
-}
+slate::tuned_criterion_main!(benches);

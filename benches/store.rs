@@ -107,12 +107,4 @@ fn bench_store(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_store);
-fn main() {
-    // SAFETY: first in main, before any other thread exists.
-    #[allow(unsafe_code)]
-    unsafe {
-        slate::allocator::tune_mimalloc()
-    };
-    benches();
-    Criterion::default().configure_from_args().final_summary();
-}
+slate::tuned_criterion_main!(benches);

@@ -59,6 +59,25 @@ pub unsafe fn tune_mimalloc() {
     }
 }
 
+/// `criterion_main!` for Slate's benches: a `main` that runs
+/// [`tune_mimalloc`] first, as its safety contract asks, then the groups and
+/// criterion's summary.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! tuned_criterion_main {
+    ($($group:path),+ $(,)?) => {
+        fn main() {
+            // SAFETY: first in main, before any other thread exists.
+            #[allow(unsafe_code)]
+            unsafe {
+                $crate::allocator::tune_mimalloc()
+            };
+            $($group();)+
+            ::criterion::Criterion::default().configure_from_args().final_summary();
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

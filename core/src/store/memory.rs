@@ -3,8 +3,9 @@
 //! Each column family is a [`Table`]: a sorted run and an `imbl::OrdMap` of
 //! the writes since, whose clones share structure, so a small commit copies
 //! the O(log n) path to each key it touches (plus, amortised, the folds of
-//! the map into the run) and a large one rebuilds the run in one merge. A snapshot is one `Arc` to an immutable state: reads
-//! take no lock and lend their bytes straight out of the snapshot.
+//! the map into the run) and a large one rebuilds the run in one merge. A
+//! snapshot is one `Arc` to an immutable state: reads take no lock and lend
+//! their bytes straight out of the snapshot.
 
 use std::borrow::{Borrow, Cow};
 use std::cmp::Ordering;

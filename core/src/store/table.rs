@@ -15,9 +15,9 @@
 //! replaced values are let go (a segment keeps its dead values while one of
 //! its keys lives: right after a fold, at most as many as the live ones in
 //! all, and until the next one also the values the map replaced or deleted
-//! since; a table whose run is empty is a plain persistent map). Clones share every part: a snapshot is
-//! a few pointers. A small commit is O(log n) amortised: the fold it may
-//! trigger copies the run's keys.
+//! since; a table whose run is empty is a plain persistent map). Clones
+//! share every part: a snapshot is a few pointers. A small commit is
+//! O(log n) amortised: the fold it may trigger copies the run's keys.
 
 use std::cmp::Ordering;
 use std::ops::Range;
@@ -431,7 +431,7 @@ impl Table {
         // new entries at the end of each value's entries).
         let mut i = 0;
         for (key, value) in changes {
-            let j = gallop(old_keys, i, &key);
+            let j = gallop_by(old_keys, i, |k| *k < key);
             keys.extend_from_slice(&old_keys[i..j]);
             at.extend_from_slice(&old_at[i..j]);
             i = j;
@@ -482,16 +482,10 @@ impl Table {
     }
 }
 
-/// The first position at or after `from` whose key is not below `key`
-/// (`keys` ascending): found by doubling steps from `from`, then halving,
-/// so that a change near the last one costs a few comparisons.
-fn gallop(keys: &[Key], from: usize, key: &Key) -> usize {
-    gallop_by(keys, from, |k| k < key)
-}
-
 /// The first position at or after `from` whose key is not `below` (`keys`
 /// partitioned by `below` from `from` on, as ascending keys are by "below
-/// some key"), found as [`gallop`] finds it.
+/// some key"): found by doubling steps from `from`, then halving, so that a
+/// position near `from` costs a few comparisons.
 fn gallop_by(keys: &[Key], from: usize, below: impl Fn(&Key) -> bool) -> usize {
     let rest = &keys[from..];
     let mut hi = 1;
